@@ -1,0 +1,119 @@
+"""Pluggable input paths of the cuDLA backend: raw frame -> registered DLA input buffer.
+
+Contract (read by the GPU-preprocess implementation, ``gpu_preprocess.GpuInputPath``):
+
+* Constructed once at backend startup with ``(input_spec, layout, int8_scale, max_width, max_height)``:
+  ``input_spec`` is the model's :class:`~dla_infer_node.model_meta.InputSpec` (size, channel order,
+  mean/std, pad value), ``layout`` the :class:`~dla_infer_node.tensor_format.TensorLayout` derived from
+  the loadable's input descriptor (format, dtype, byte strides, ``size``), ``int8_scale`` the artifact's
+  calibration scale (``None`` for fp16; required for int8), ``max_width``/``max_height`` the largest
+  frame accepted. Every buffer (pinned staging, device scratch, compiled kernels) is allocated here:
+  ``enqueue`` must not allocate device or pinned memory.
+* ``enqueue(image, encoding, dst_ptr, stream)`` enqueues, on the CUDA stream ``stream`` (an integer
+  ``cudaStream_t`` handle), all work that fills the device buffer at ``dst_ptr`` (the DLA-registered
+  input buffer, ``layout.size`` bytes, 32-byte aligned) with the letterboxed, normalised, quantised
+  frame in ``layout`` — including zeroed pad channels / row pads. It must NOT synchronise the host
+  with the stream: the backend submits the DLA task on the same stream right after, and synchronises
+  once per frame after the output copies. It may, however, reuse its pinned staging buffer only once
+  the previous frame's copy has completed — the backend's per-frame sync guarantees that.
+  ``image`` is ``(H, W, C)`` uint8 (C = 1, 3 or 4 per ``encoding``: rgb8, bgr8, rgba8, bgra8, mono8).
+  It returns the frame's :class:`~dla_infer_node.preprocess.Letterbox` (fixed geometry in the brief).
+  Bad input (unsupported encoding, zero size, frame larger than max) raises
+  :class:`~dla_infer_node.errors.InputError` before anything is enqueued.
+* ``close()`` releases everything, idempotent, after the backend has synchronised the stream.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+from dla_infer_node.errors import InputError, ParameterError
+
+if TYPE_CHECKING:
+    from dla_infer_node.model_meta import InputSpec
+    from dla_infer_node.preprocess import Letterbox
+    from dla_infer_node.tensor_format import TensorLayout
+
+INPUT_PATH_KINDS = ("cpu", "gpu")
+
+
+@runtime_checkable
+class InputPath(Protocol):
+    """Fills the registered DLA input buffer for one frame, stream-ordered (see module docstring)."""
+
+    def enqueue(self, image: np.ndarray, encoding: str, dst_ptr: int, stream: int) -> Letterbox:
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+class CpuInputPath:
+    """CPU letterbox + pack into a pinned host buffer, then one async H2D copy on the stream.
+
+    The pinned buffer is allocated once; the per-frame sync of the backend guarantees that the
+    previous copy out of it has finished before the next frame overwrites it.
+    """
+
+    def __init__(
+        self,
+        input_spec: InputSpec,
+        layout: TensorLayout,
+        int8_scale: float | None,
+        max_width: int,
+        max_height: int,
+    ) -> None:
+        from dla_infer_node.backends import cuda_runtime as cr
+
+        if layout.dtype == "int8" and int8_scale is None:
+            raise ParameterError("int8_scale", None, "a positive float for an int8 input tensor")
+        self._spec = input_spec
+        self._layout = layout
+        self._scale = int8_scale if layout.dtype == "int8" else None
+        self._max_w = int(max_width)
+        self._max_h = int(max_height)
+        self._cr = cr
+        self._pinned: cr.PinnedBuffer | None = cr.PinnedBuffer(layout.size, what="input staging")
+
+    def enqueue(self, image: np.ndarray, encoding: str, dst_ptr: int, stream: int) -> Letterbox:
+        from dla_infer_node.preprocess import letterbox_nchw
+        from dla_infer_node.tensor_format import pack
+
+        if self._pinned is None:
+            raise InputError("input path is closed", call="CpuInputPath.enqueue")
+        if image.ndim >= 2 and (image.shape[0] > self._max_h or image.shape[1] > self._max_w):
+            raise InputError(
+                f"frame {image.shape[1]}x{image.shape[0]} larger than the configured maximum "
+                f"{self._max_w}x{self._max_h}",
+                call="CpuInputPath.enqueue", params={"encoding": encoding})
+        x, lb = letterbox_nchw(image, encoding, self._spec)
+        pack(x, self._layout, scale=self._scale, out=self._pinned.array)
+        self._cr.memcpy_htod_async(dst_ptr, self._pinned.ptr, self._layout.size, stream)
+        return lb
+
+    def close(self) -> None:
+        buf, self._pinned = self._pinned, None
+        if buf is not None:
+            buf.free()
+
+
+def make_input_path(
+    kind: Literal["cpu", "gpu"] | str,
+    input_spec: InputSpec,
+    layout: TensorLayout,
+    int8_scale: float | None,
+    max_width: int,
+    max_height: int,
+) -> InputPath:
+    """Build the input path named by ``preprocess_device`` ("cpu" or "gpu")."""
+    if kind == "cpu":
+        return CpuInputPath(input_spec, layout, int8_scale, max_width, max_height)
+    if kind == "gpu":
+        # lazy: the GPU path compiles a kernel with NVRTC (cuda.core) at construction
+        from dla_infer_node.backends.gpu_preprocess import GpuInputPath
+
+        path: InputPath = GpuInputPath(input_spec, layout, int8_scale, max_width, max_height)
+        return path
+    raise ParameterError("preprocess_device", kind, "one of " + ", ".join(INPUT_PATH_KINDS))
