@@ -1,0 +1,55 @@
+"""The detector's result type: boxes in source-image pixels, scores and class ids, as numpy arrays."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Detections:
+    """``boxes`` (N, 4) float32 xyxy in source pixels, ``scores`` (N,) float32, ``class_ids`` (N,) int64."""
+
+    boxes: np.ndarray
+    scores: np.ndarray
+    class_ids: np.ndarray
+
+    def __post_init__(self) -> None:
+        # normalise once here so every consumer (node, detect CLI, evaluate) can rely on dtypes/shapes
+        boxes = np.asarray(self.boxes, dtype=np.float32).reshape(-1, 4)
+        scores = np.asarray(self.scores, dtype=np.float32).reshape(-1)
+        class_ids = np.asarray(self.class_ids, dtype=np.int64).reshape(-1)
+        if not (len(boxes) == len(scores) == len(class_ids)):
+            raise ValueError(
+                f"Detections: {len(boxes)} boxes, {len(scores)} scores, {len(class_ids)} class ids"
+            )
+        object.__setattr__(self, "boxes", boxes)
+        object.__setattr__(self, "scores", scores)
+        object.__setattr__(self, "class_ids", class_ids)
+
+    def __len__(self) -> int:
+        return int(self.scores.shape[0])
+
+    @classmethod
+    def empty(cls) -> Detections:
+        """No detections (a constructor; test emptiness with ``len(d) == 0``)."""
+        return cls(np.zeros((0, 4), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int64))
+
+    def label(self, i: int, classes: Sequence[str]) -> str:
+        """Class name of detection ``i``; ids outside ``classes`` read as ``class_<id>``."""
+        cid = int(self.class_ids[i])
+        return classes[cid] if 0 <= cid < len(classes) else f"class_{cid}"
+
+    def to_list(self, classes: Sequence[str]) -> list[dict[str, Any]]:
+        """JSON-ready ``[{"class", "score", "bbox": [x1, y1, x2, y2]}]`` (what ``detect --json`` prints)."""
+        return [
+            {
+                "class": self.label(i, classes),
+                "score": round(float(self.scores[i]), 6),
+                "bbox": [round(float(v), 2) for v in self.boxes[i]],
+            }
+            for i in range(len(self))
+        ]
