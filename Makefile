@@ -1,0 +1,42 @@
+# Developer entry points. Everything that needs the environment first runs the one setup step
+# (scripts/setup_env.sh: idempotent, a few seconds when nothing changed).
+SHELL := /bin/bash
+.DEFAULT_GOAL := test
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Per-test limit so a stuck DDS test fails instead of eating the CI budget.
+PYTEST_ARGS ?= --timeout=600
+
+# DDS discovery stays on loopback for every ROS process these targets start.
+export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
+export ROS_LOCALHOST_ONLY := 1
+
+.PHONY: venv test demo bench lint test-gpu clean
+
+venv:
+	@bash scripts/setup_env.sh
+
+# pytest exit code 5 means "no tests collected": that must fail, never pass as green.
+test: venv
+	@rc=0; $(PY) -m pytest test/ $(PYTEST_ARGS) || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+demo: venv
+	$(PY) -m dla_infer_node.demo
+
+bench: venv
+	@mkdir -p bench/results
+	$(PY) -m dla_infer_node.bench_core
+	$(PY) -m dla_infer_node.bench_node
+
+lint: venv
+	$(PY) -m ruff check dla_infer_node/
+	$(PY) -m mypy dla_infer_node/
+
+# Runs on a GPU machine with its system Python (not .venv): scripts/test_gpu.sh sets itself up.
+test-gpu:
+	bash scripts/test_gpu.sh
+
+clean:
+	rm -rf $(VENV) build/ install/ log/ .pytest_cache .mypy_cache .ruff_cache *.egg-info
