@@ -36,7 +36,8 @@ class DecodeError(ModelError):
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
+    # clipped so that exp cannot overflow float32 (s(80) is 1.0 and s(-80) ~ 1.8e-35 anyway)
+    return 1.0 / (1.0 + np.exp(-np.clip(x, -80.0, 80.0)))
 
 
 def _logit(p: float) -> float:
