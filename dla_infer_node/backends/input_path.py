@@ -66,6 +66,7 @@ class CpuInputPath:
         max_height: int,
     ) -> None:
         from dla_infer_node.backends import cuda_runtime as cr
+        from dla_infer_node.preprocess import Preprocessor
 
         if layout.dtype == "int8" and int8_scale is None:
             raise ParameterError("int8_scale", None, "a positive float for an int8 input tensor")
@@ -75,12 +76,10 @@ class CpuInputPath:
         self._max_w = int(max_width)
         self._max_h = int(max_height)
         self._cr = cr
+        self._pre = Preprocessor(input_spec)
         self._pinned: cr.PinnedBuffer | None = cr.PinnedBuffer(layout.size, what="input staging")
 
     def enqueue(self, image: np.ndarray, encoding: str, dst_ptr: int, stream: int) -> Letterbox:
-        from dla_infer_node.preprocess import letterbox_nchw
-        from dla_infer_node.tensor_format import pack
-
         if self._pinned is None:
             raise InputError("input path is closed", call="CpuInputPath.enqueue")
         if image.ndim >= 2 and (image.shape[0] > self._max_h or image.shape[1] > self._max_w):
@@ -88,8 +87,7 @@ class CpuInputPath:
                 f"frame {image.shape[1]}x{image.shape[0]} larger than the configured maximum "
                 f"{self._max_w}x{self._max_h}",
                 call="CpuInputPath.enqueue", params={"encoding": encoding})
-        x, lb = letterbox_nchw(image, encoding, self._spec)
-        pack(x, self._layout, scale=self._scale, out=self._pinned.array)
+        lb = self._pre.into_layout(image, encoding, self._layout, self._pinned.array, self._scale)
         self._cr.memcpy_htod_async(dst_ptr, self._pinned.ptr, self._layout.size, stream)
         return lb
 

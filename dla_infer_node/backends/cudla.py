@@ -1,0 +1,329 @@
+"""cuDLA backend, HYBRID mode, through ``cuda.bindings.cudla`` (cuda-bindings >= 13.3).
+
+Start (construction = load), in this order; each step's failure is a stage error and undoes the steps
+before it: loadable file checks -> libcudla probe (``get_version``) and DLA count -> CUDA context current
+-> stream -> ``create_device(dla_core, Mode.CUDA_DLA)`` -> ``module_load_from_memory`` -> descriptors
+checked against the artifact -> one ``cudaMalloc`` per tensor sized from ``size_`` -> pinned host buffers
+for the outputs -> ``mem_register`` once per buffer -> a ``Task`` (registered pointers, NULL events) ->
+the input path (CPU pack + async copy, or the fused GPU kernel).
+
+Per frame: input path enqueues the input on the stream -> ``submit_task`` on the same stream -> async
+D2H copies into pinned buffers -> ONE stream synchronisation -> unpack -> :class:`RawOutputs`. No device
+or pinned memory is allocated per frame.
+
+A CUDA error on the output copies or the sync is a DLA execution fault: ``get_last_error`` is read, both
+codes are reported as an ``execution``-stage error, and the backend refuses further frames (CUDA calls the
+process state inconsistent; the node exits non-zero and the launch file respawns it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from dla_infer_node.artifact import (
+    Artifact,
+    check_loadable_file,
+    default_sidecar,
+    load_artifact,
+    read_loadable,
+)
+from dla_infer_node.backends.base import RawOutputs
+from dla_infer_node.backends.cudla_errors import (
+    LIBRARY_HINT,
+    CudlaStageError,
+    DeviceError,
+    ExecutionError,
+    RuntimeLibraryError,
+    SubmitError,
+    TensorError,
+    cudla_call,
+    status_name,
+)
+from dla_infer_node.backends.cudla_tensors import BoundTensor, bind_tensors
+from dla_infer_node.backends.input_path import InputPath, make_input_path
+from dla_infer_node.errors import BackendError, ModelError, ParameterError
+from dla_infer_node.model_meta import ModelMetadata, load_metadata
+from dla_infer_node.tensor_format import unpack
+
+LOG = logging.getLogger("dla_infer_node.cudla")
+MAX_FRAME = (3840, 2160)  # largest frame the input path accepts (sizes the GPU path's staging buffer)
+STANDALONE_EXPLANATION = (
+    "runtime_mode 'standalone' is not supported: '--buildDLAStandalone' (trtexec) describes how the "
+    "ARTIFACT was built (a DLA loadable that runs without TensorRT), and such a loadable runs in cuDLA "
+    "HYBRID mode (Mode.CUDA_DLA). cuDLA's standalone RUNTIME mode (NvSci buffers and fences) is rejected "
+    "by cuda.bindings.cudla. Use runtime_mode: hybrid."
+)
+
+
+def import_cudla() -> ModuleType:
+    try:
+        from cuda.bindings import cudla
+    except ImportError as exc:
+        raise RuntimeLibraryError(f"cannot import cuda.bindings.cudla: {exc}",
+                                  call="import cuda.bindings.cudla",
+                                  hint="pip install 'cuda-bindings>=13.3' (cuda-python)") from exc
+    return cudla
+
+
+def _import_cuda_runtime() -> ModuleType:
+    from dla_infer_node.backends import cuda_runtime
+
+    return cuda_runtime
+
+
+class CudlaBackend:
+    """One DLA core, one loadable, one CUDA stream; owns every handle it creates (see module docstring)."""
+
+    name = "cudla"
+
+    def __init__(
+        self,
+        artifact: Artifact,
+        *,
+        dla_core: int = 0,
+        preprocess_device: str = "cpu",
+        cuda_device: int = 0,
+        max_frame: tuple[int, int] = MAX_FRAME,
+        task_timeout_ms: int | None = None,
+        cudla_module: Any = None,
+        cuda: Any = None,
+        input_path_factory: Callable[..., InputPath] | None = None,
+    ) -> None:
+        self.artifact = artifact
+        self.metadata: ModelMetadata = artifact.metadata
+        self.dla_core = int(dla_core)
+        self.preprocess_device = preprocess_device
+        self._cuda_device = int(cuda_device)
+        self._max_frame = max_frame
+        self._timeout = task_timeout_ms
+        self._make_input = input_path_factory or make_input_path
+        # resources, released by close() in reverse order; None/empty = not acquired
+        self._stream: Any = None
+        self._dev: int | None = None
+        self._module: int | None = None
+        self._dev_bufs: list[int] = []
+        self._pinned: list[Any] = []
+        self._registered: list[int] = []
+        self._input: InputPath | None = None
+        self._task: Any = None
+        self.inputs: list[BoundTensor] = []
+        self.outputs: list[BoundTensor] = []
+        self.descriptors: dict[str, list[dict[str, Any]]] = {"inputs": [], "outputs": []}
+        self.versions: dict[str, Any] = {}
+        self.close_errors: list[BaseException] = []
+        self._faulted: ExecutionError | None = None
+        self._closed = False
+        try:
+            self._cudla = cudla_module if cudla_module is not None else import_cudla()
+            self._cr = cuda if cuda is not None else _import_cuda_runtime()
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- start -----------------------------------------------------------------------------------------
+    def _start(self) -> None:
+        cudla, cr, core = self._cudla, self._cr, self.dla_core
+        blob = read_loadable(self.artifact)  # file checks before any byte reaches the driver
+        version = cudla_call("runtime_library", "cudla.get_version", {}, cudla.get_version)
+        count = cudla_call("device", "cudla.device_get_count", {}, cudla.device_get_count)
+        self.versions = {"cudla": int(version), "dla_count": int(count)}
+        if core >= int(count):
+            raise DeviceError(f"dla_core {core} requested, the platform has {count} DLA core(s)",
+                              call="cudla.device_get_count", params={"dla_core": core},
+                              hint="AGX Orin has DLA 0 and 1; Orin NX one or two; Orin Nano none")
+        cr.make_context_current(self._cuda_device)  # hybrid mode binds the DLA handle to this context
+        self._stream = cr.Stream()
+        mode = cudla.Mode.CUDA_DLA
+        self._dev = cudla_call("device", "cudla.create_device", {"dla_core": core, "mode": "Mode.CUDA_DLA"},
+                               cudla.create_device, core, int(mode))
+        if self._timeout is not None:
+            cudla_call("device", "cudla.set_task_timeout_in_ms", {"timeout_ms": self._timeout},
+                       cudla.set_task_timeout_in_ms, self._dev, int(self._timeout))
+        self._module = cudla_call("loadable", "cudla.module_load_from_memory",
+                                  {"loadable": str(self.artifact.loadable_path), "size": len(blob),
+                                   "flags": 0},
+                                  cudla.module_load_from_memory, self._dev, blob, len(blob), 0)
+        self._bind_descriptors()
+        self._allocate_and_register()
+        task = cudla.Task()  # zero-filled: wait_events / signal_events stay NULL (hybrid mode)
+        task.module_handle = self._module
+        task.input_tensor = [self._registered[t.index] for t in self.inputs]
+        task.output_tensor = [self._registered[len(self.inputs) + t.index] for t in self._outputs_by_index()]
+        self._task = task
+        inp = self.inputs[0]
+        self._input = self._make_input(self.preprocess_device, self.metadata.input, inp.layout, inp.scale,
+                                       self._max_frame[0], self._max_frame[1])
+        LOG.info("cuDLA backend ready: DLA %d, libcudla %s, %d input(s), %d output(s), input path %s",
+                 core, version, len(self.inputs), len(self.outputs), self.preprocess_device)
+
+    def _bind_descriptors(self) -> None:
+        cudla, mod = self._cudla, self._module
+        attr = cudla.ModuleAttributeType
+        got: dict[str, list[Any]] = {}
+        for side, num, descs in (("inputs", attr.NUM_INPUT_TENSORS, attr.INPUT_TENSOR_DESCRIPTORS),
+                                 ("outputs", attr.NUM_OUTPUT_TENSORS, attr.OUTPUT_TENSOR_DESCRIPTORS)):
+            n = cudla_call("tensors", "cudla.module_get_attributes", {"attr": num.name},
+                           cudla.module_get_attributes, mod, int(num))
+            lst = list(cudla_call("tensors", "cudla.module_get_attributes", {"attr": descs.name},
+                                  cudla.module_get_attributes, mod, int(descs)))
+            if len(lst) != int(n):
+                raise TensorError(f"{side}: {n} tensors counted but {len(lst)} descriptors returned",
+                                  call="cudla.module_get_attributes")
+            got[side] = lst
+        from dla_infer_node.backends.cudla_tensors import descriptor_dict
+
+        self.descriptors = {k: [descriptor_dict(d) for d in v] for k, v in got.items()}
+        self.inputs, self.outputs = bind_tensors(self.artifact, got["inputs"], got["outputs"])
+
+    def _outputs_by_index(self) -> list[BoundTensor]:
+        return sorted(self.outputs, key=lambda t: t.index)
+
+    def _allocate_and_register(self) -> None:
+        """Buffers in descriptor order: inputs, then outputs; all zeroed once so pads are defined."""
+        cr, cudla = self._cr, self._cudla
+        tensors = list(self.inputs) + self._outputs_by_index()
+        for t in tensors:
+            self._dev_bufs.append(cr.malloc(t.size, what=t.name))
+        for t in self._outputs_by_index():
+            self._pinned.append(cr.PinnedBuffer(t.size, what=t.name))
+        for t, ptr in zip(tensors, self._dev_bufs, strict=True):
+            cr.memset_async(ptr, 0, t.size, self._stream.handle)
+        self._stream.synchronize(stage="memory")
+        for t, ptr in zip(tensors, self._dev_bufs, strict=True):
+            reg = cudla_call("memory", "cudla.mem_register",
+                             {"tensor": t.name, "ptr": hex(ptr), "size": t.size, "flags": 0},
+                             cudla.mem_register, self._dev, ptr, t.size, 0)
+            self._registered.append(int(reg))
+
+    # ---- per frame -------------------------------------------------------------------------------------
+    def infer(self, image: np.ndarray, encoding: str) -> RawOutputs:
+        if self._closed or self._input is None:
+            raise BackendError("backend is closed", call="CudlaBackend.infer", stage="backend")
+        if self._faulted is not None:
+            raise self._faulted
+        cudla, cr, stream = self._cudla, self._cr, self._stream.handle
+        lb = self._input.enqueue(image, encoding, self._dev_bufs[self.inputs[0].index], stream)
+        cudla_call("submit", "cudla.submit_task", {"dla_core": self.dla_core, "num_tasks": 1,
+                                                   "stream": hex(stream), "flags": 0},
+                   cudla.submit_task, self._dev, self._task.ptr, 1, stream, 0)
+        n_in = len(self.inputs)
+        by_index = self._outputs_by_index()
+        try:
+            for pos, t in enumerate(by_index):
+                cr.memcpy_dtoh_async(self._pinned[pos].ptr, self._dev_bufs[n_in + pos], t.size, stream,
+                                     stage="execution")
+            self._stream.synchronize(stage="execution")
+        except CudlaStageError as exc:
+            if exc.cuda_error is None:
+                raise
+            raise self._execution_fault(exc) from exc
+        pinned = {t.index: self._pinned[pos] for pos, t in enumerate(by_index)}
+        tensors = [unpack(pinned[t.index].array, t.layout, t.scale).reshape(t.shape) for t in self.outputs]
+        return RawOutputs(tensors=tensors, letterbox=lb)
+
+    def _execution_fault(self, exc: CudlaStageError) -> ExecutionError:
+        dla = None
+        try:
+            dla = int(self._cudla.get_last_error(self._dev))
+        except Exception as inner:  # the report must not hide the original fault
+            LOG.error("cudla.get_last_error failed after an execution fault: %s", inner)
+        cuda_name = self._cr.error_name(exc.cuda_error) if exc.cuda_error is not None else "?"
+        err = ExecutionError(
+            f"DLA task failed: CUDA reported {cuda_name} ({exc.cuda_error}) from {exc.call}; "
+            f"cudla.get_last_error = cudla.Status.{status_name(dla)} ({dla})",
+            call=exc.call, params=exc.params, status=dla, cuda_error=exc.cuda_error,
+            hint="CUDA state is inconsistent after a DLA fault: the process must exit (the node exits "
+                 "non-zero and its launch file respawns it)")
+        self._faulted = err
+        LOG.error("%s", err)
+        return err
+
+    # ---- teardown --------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Synchronise, unregister, unload, destroy, free, destroy the stream. Idempotent; never raises."""
+        if self._closed:
+            return
+        self._closed = True
+        cudla = getattr(self, "_cudla", None)
+
+        def step(what: str, fn: Callable[..., Any], *args: Any) -> None:
+            try:
+                fn(*args)
+            except Exception as exc:  # keep going: every later resource still has to be released
+                self.close_errors.append(exc)
+                LOG.warning("cuDLA teardown: %s failed: %s", what, exc)
+
+        if self._stream is not None:
+            step("cudaStreamSynchronize", self._stream.synchronize, "execution")
+        if self._input is not None:
+            step("input path close", self._input.close)
+            self._input = None
+        self._task = None
+        for reg in reversed(self._registered):
+            step("cudla.mem_unregister", cudla.mem_unregister, self._dev, reg)  # type: ignore[union-attr]
+        self._registered = []
+        if self._module is not None:
+            step("cudla.module_unload", cudla.module_unload, self._module, 0)  # type: ignore[union-attr]
+            self._module = None
+        if self._dev is not None:
+            step("cudla.destroy_device", cudla.destroy_device, self._dev)  # type: ignore[union-attr]
+            self._dev = None
+        for buf in reversed(self._pinned):
+            step("cudaFreeHost", buf.free)
+        self._pinned = []
+        for ptr in reversed(self._dev_bufs):
+            step("cudaFree", self._cr.free, ptr)
+        self._dev_bufs = []
+        if self._stream is not None:
+            step("cudaStreamDestroy", self._stream.destroy)
+            self._stream = None
+
+    def __enter__(self) -> CudlaBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _check_same_model(meta: ModelMetadata, other: ModelMetadata) -> None:
+    a = (meta.input.width, meta.input.height, meta.decoder.kind, tuple(meta.classes),
+         tuple((o.name, o.shape) for o in meta.outputs))
+    b = (other.input.width, other.input.height, other.decoder.kind, tuple(other.classes),
+         tuple((o.name, o.shape) for o in other.outputs))
+    if a != b:
+        raise ModelError("metadata_path describes another model than the artifact sidecar",
+                         call="open_cudla_backend",
+                         params={"metadata": str(other.path), "artifact": str(meta.path)},
+                         hint="leave metadata_path empty: the sidecar carries the model metadata")
+
+
+def open_artifact(loadable_path: str, artifact_path: str = "") -> Artifact:
+    """Sidecar (default ``<loadable>.yaml``) validated, loadable file checked; no device call."""
+    sidecar = artifact_path or (str(default_sidecar(loadable_path)) if loadable_path else "")
+    if not sidecar:
+        raise ParameterError("artifact_path", "", "a sidecar YAML, or a loadable_path with <loadable>.yaml")
+    artifact = load_artifact(sidecar, loadable_path or None)
+    check_loadable_file(artifact.loadable_path)
+    return artifact
+
+
+def open_cudla_backend(settings: Any) -> tuple[CudlaBackend, ModelMetadata]:
+    """Factory entry point (``BackendSettings``); rejects standalone runtime mode before any device call."""
+    if settings.runtime_mode != "hybrid":
+        raise ParameterError("runtime_mode", settings.runtime_mode, "'hybrid'. " + STANDALONE_EXPLANATION)
+    artifact = open_artifact(settings.loadable_path, settings.artifact_path)
+    if settings.metadata_path:
+        _check_same_model(artifact.metadata, load_metadata(settings.metadata_path))
+    LOG.info("artifact: %s", artifact.summary())
+    backend = CudlaBackend(artifact, dla_core=settings.dla_core, preprocess_device=settings.preprocess_device)
+    return backend, artifact.metadata
+
+
+__all__ = ["LIBRARY_HINT", "STANDALONE_EXPLANATION", "CudlaBackend", "SubmitError", "open_artifact",
+           "open_cudla_backend"]
