@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "emu_state.h"
 
@@ -18,6 +19,11 @@ const char *emu_fault_ptx(void);
 static void CUDA_CB run_task(void *arg) {
     job_t *job = arg;
     struct cudlaModule_t *m = job->mod;
+    uint64_t delay_ms = env_u64("DLA_EMU_DELAY_MS", 0); /* makes a missing stream sync visible */
+    if (delay_ms) {
+        struct timespec ts = {(time_t)(delay_ms / 1000), (long)(delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     if (job->fault) {
         /* a faulted DLA task leaves garbage behind; the status is what cudlaGetLastError reports */
         for (uint32_t i = 0; i < m->l.num_outputs; i++) memset(m->out_scratch[i], 0xA5, m->l.outputs[i].desc.size);
@@ -82,6 +88,7 @@ static cudlaStatus check_task(struct cudlaDevHandle_t *dev, const cudlaTask *t, 
 static cudlaStatus enqueue(struct cudlaDevHandle_t *dev, const cudlaTask *t, CUstream stream,
                            CUdeviceptr *in_ptr, CUdeviceptr *out_ptr, job_t *job) {
     struct cudlaModule_t *m = dev->module;
+    int fault = job->fault; /* read now: task_done may free the job as soon as it is enqueued */
     for (uint32_t i = 0; i < m->l.num_inputs; i++)
         if (d.memcpy_dtoh(m->in_scratch[i], in_ptr[i], m->l.inputs[i].desc.size, stream) != CUDA_SUCCESS)
             return cudlaErrorCuda;
@@ -90,7 +97,7 @@ static cudlaStatus enqueue(struct cudlaDevHandle_t *dev, const cudlaTask *t, CUs
         if (d.memcpy_htod(out_ptr[i], m->out_scratch[i], m->l.outputs[i].desc.size, stream) != CUDA_SUCCESS)
             return cudlaErrorCuda;
     if (d.launch_host_func(stream, task_done, job) != CUDA_SUCCESS) return cudlaErrorCuda;
-    if (job->fault && strcmp(getenv("DLA_EMU_FAULT_CUDA") ? getenv("DLA_EMU_FAULT_CUDA") : "trap", "none") != 0)
+    if (fault && strcmp(getenv("DLA_EMU_FAULT_CUDA") ? getenv("DLA_EMU_FAULT_CUDA") : "trap", "none") != 0)
         if (!launch_fault_kernel(stream)) return cudlaErrorCuda;
     (void)t;
     return cudlaSuccess;

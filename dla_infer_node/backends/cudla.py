@@ -157,8 +157,10 @@ class CudlaBackend:
         task.output_tensor = [self._registered[len(self.inputs) + t.index] for t in self._outputs_by_index()]
         self._task = task
         inp = self.inputs[0]
+        own_cpu_path = self.preprocess_device == "cpu" and self._make_input is make_input_path
+        extra = {"cuda": self._cr} if own_cpu_path else {}
         self._input = self._make_input(self.preprocess_device, self.metadata.input, inp.layout, inp.scale,
-                                       self._max_frame[0], self._max_frame[1])
+                                       self._max_frame[0], self._max_frame[1], **extra)
         LOG.info("cuDLA backend ready: DLA %d, libcudla %s, %d input(s), %d output(s), input path %s",
                  core, version, len(self.inputs), len(self.outputs), self.preprocess_device)
 

@@ -25,7 +25,7 @@ Contract (read by the GPU-preprocess implementation, ``gpu_preprocess.GpuInputPa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -64,9 +64,12 @@ class CpuInputPath:
         int8_scale: float | None,
         max_width: int,
         max_height: int,
+        cuda: Any = None,
     ) -> None:
-        from dla_infer_node.backends import cuda_runtime as cr
+        from dla_infer_node.backends import cuda_runtime
         from dla_infer_node.preprocess import Preprocessor
+
+        cr = cuda if cuda is not None else cuda_runtime  # tests substitute a fake runtime
 
         if layout.dtype == "int8" and int8_scale is None:
             raise ParameterError("int8_scale", None, "a positive float for an int8 input tensor")
@@ -77,7 +80,7 @@ class CpuInputPath:
         self._max_h = int(max_height)
         self._cr = cr
         self._pre = Preprocessor(input_spec)
-        self._pinned: cr.PinnedBuffer | None = cr.PinnedBuffer(layout.size, what="input staging")
+        self._pinned: Any = cr.PinnedBuffer(layout.size, what="input staging")
 
     def enqueue(self, image: np.ndarray, encoding: str, dst_ptr: int, stream: int) -> Letterbox:
         if self._pinned is None:
@@ -104,10 +107,15 @@ def make_input_path(
     int8_scale: float | None,
     max_width: int,
     max_height: int,
+    *,
+    cuda: Any = None,
 ) -> InputPath:
-    """Build the input path named by ``preprocess_device`` ("cpu" or "gpu")."""
+    """Build the input path named by ``preprocess_device`` ("cpu" or "gpu").
+
+    ``cuda`` (CPU path only) replaces :mod:`dla_infer_node.backends.cuda_runtime` in tests.
+    """
     if kind == "cpu":
-        return CpuInputPath(input_spec, layout, int8_scale, max_width, max_height)
+        return CpuInputPath(input_spec, layout, int8_scale, max_width, max_height, cuda=cuda)
     if kind == "gpu":
         # lazy: the GPU path compiles a kernel with NVRTC (cuda.core) at construction
         from dla_infer_node.backends.gpu_preprocess import GpuInputPath
