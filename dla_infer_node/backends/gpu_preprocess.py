@@ -1,0 +1,372 @@
+"""GPU input path of the cuDLA backend: one fused kernel from the raw frame into the DLA input buffer.
+
+Per frame (all on the backend's stream, no host synchronisation with it): copy the frame into a pinned
+staging buffer (this is where any row ``step`` is absorbed), one async upload into device staging, one
+kernel launch that letterboxes, resizes (OpenCV's 8-bit INTER_LINEAR, bit-exact), reorders channels,
+normalises, converts to fp16/int8 and writes every byte of the destination in the descriptor's layout.
+The arithmetic and why it matches the CPU path exactly: :mod:`dla_infer_node.backends.preprocess_kernel`.
+
+The kernel is compiled once per process and GPU architecture with NVRTC through ``cuda.core`` (cached in
+memory; on disk too when ``DLA_INFER_KERNEL_CACHE`` names a folder). Each :class:`GpuInputPath` owns its
+module (loaded from the cached cubin), its pinned and device staging and two events, and releases them
+in reverse order in :meth:`GpuInputPath.close`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dla_infer_node.backends import preprocess_kernel as pk
+from dla_infer_node.errors import BackendError, InputError, ParameterError
+from dla_infer_node.image_io import RGB_INDEX, validate_image
+
+if TYPE_CHECKING:
+    from dla_infer_node.backends.cuda_runtime import PinnedBuffer
+    from dla_infer_node.model_meta import InputSpec
+    from dla_infer_node.preprocess import Letterbox
+    from dla_infer_node.tensor_format import TensorLayout
+
+STAGE = "gpu_preprocess"
+TABLE_ALIGN = 256
+_CUBIN_CACHE: dict[tuple[str, str], bytes] = {}
+
+
+class GpuPreprocessError(BackendError):
+    """The GPU preprocessing path failed (kernel compile, module load, launch, or an unusable layout)."""
+
+    stage = STAGE
+
+
+# ---------------------------------------------------------------------------------------------------
+# Checks that need no GPU (also used by the CPU tests)
+
+def check_layout(spec: InputSpec, layout: TensorLayout, int8_scale: float | None) -> None:
+    """Reject, before any CUDA call, layouts the kernel cannot fill."""
+    params = {"format": layout.format, "dtype": layout.dtype, "shape": layout.shape,
+              "strides": layout.strides, "size": layout.size}
+    if layout.dtype == "int8" and (int8_scale is None or not np.isfinite(int8_scale) or int8_scale <= 0):
+        raise ParameterError("int8_scale", int8_scale, "a positive finite float for an int8 input tensor")
+    problems = []
+    if layout.n != 1:
+        problems.append(f"batch {layout.n} (the node runs one frame at a time: N must be 1)")
+    if layout.c != 3:
+        problems.append(f"{layout.c} channels (the model input has 3)")
+    if (layout.h, layout.w) != (spec.height, spec.width):
+        problems.append(f"tensor {layout.w}x{layout.h} != metadata input {spec.width}x{spec.height}")
+    if any(s % pk.CHUNK_BYTES for s in layout.strides[1:]):
+        problems.append(f"line/surface/batch strides {layout.strides[1:]} not multiples of 16 bytes")
+    if not 0 < layout.size < 2**31:
+        problems.append(f"size {layout.size} out of range")
+    if (layout.elem_size, layout.vector) not in pk.VARIANTS:
+        problems.append(f"no kernel for element size {layout.elem_size} with {layout.vector} channels/atom")
+    if problems:
+        raise GpuPreprocessError("layout not supported by the GPU path: " + "; ".join(problems),
+                                 call="GpuInputPath", params=params,
+                                 hint="use preprocess_device: cpu for this loadable")
+
+
+def check_frame(image: Any, encoding: str, max_w: int, max_h: int) -> np.ndarray:
+    """Validate one frame before anything is enqueued; returns its ``(H, W, C)`` view."""
+    img = validate_image(image, encoding, stage=STAGE)
+    h, w = img.shape[:2]
+    if w > max_w or h > max_h:
+        raise InputError(f"frame {w}x{h} larger than the staging buffer ({max_w}x{max_h}, set at startup)",
+                         call="GpuInputPath.enqueue", params={"encoding": encoding, "shape": img.shape},
+                         stage=STAGE, hint="raise max_width/max_height of the GPU input path")
+    return img
+
+
+def source_channels(encoding: str, channel_order: str) -> tuple[int, int, int]:
+    """Byte offset within a source pixel of each model channel (metadata order)."""
+    r, g, b = RGB_INDEX[encoding]
+    return (r, g, b) if channel_order == "rgb" else (b, g, r)
+
+
+def cpu_path_fuses(spec: InputSpec, new_w: int, new_h: int, dst_w: int) -> bool:
+    """Whether the CPU path's ``cv2.addWeighted`` rounds ``pixel*alpha + gamma`` once (FMA) at this width.
+
+    OpenCV's SIMD loop fuses; rows too short for it take a scalar loop that rounds twice (seen for rows
+    under 32 floats on x86 AVX2). The kernel does whichever the CPU path does, found by running the same
+    call on a probe value whose two results differ.
+    """
+    import cv2
+
+    values = np.arange(256, dtype=np.float64)
+    for mean, std in zip(spec.mean, spec.std, strict=True):
+        a, g = np.float32(1.0 / std), np.float32(-mean / std)
+        fused = (values * float(a) + float(g)).astype(np.float32)  # exact in float64 for these magnitudes
+        split = values.astype(np.float32) * a + g
+        differ = np.flatnonzero(fused != split)
+        if differ.size:
+            rows = min(new_h, 64)
+            plane = np.full((rows, new_w), differ[0], np.uint8)
+            canvas = np.zeros((rows, dst_w), np.float32)  # the CPU path writes into a view of its tensor
+            view = canvas[:, :new_w]
+            cv2.addWeighted(plane, 1.0 / std, plane, 0.0, -mean / std, dst=view, dtype=cv2.CV_32F)
+            return bool(np.all(view == fused[differ[0]]))
+    return True
+
+
+def compile_kernel(arch: str, variant: tuple[int, int]) -> bytes:
+    """The cubin of one kernel variant ``(element bytes, channels per atom)`` for ``arch`` (e.g. ``sm_87``).
+
+    NVRTC via cuda.core, once per process (and per source hash, so an edited kernel never hits a stale
+    entry of the optional disk cache).
+    """
+    es, cpg = variant
+    key = (pk.SOURCE_SHA256, f"{arch}_e{es}v{cpg}")
+    if key in _CUBIN_CACHE:
+        return _CUBIN_CACHE[key]
+    cache_dir = os.environ.get("DLA_INFER_KERNEL_CACHE")
+    path = Path(cache_dir) / f"preprocess_{pk.SOURCE_SHA256[:16]}_{key[1]}.cubin" if cache_dir else None
+    if path is not None and path.is_file():
+        _CUBIN_CACHE[key] = path.read_bytes()
+        return _CUBIN_CACHE[key]
+    try:
+        try:
+            from cuda.core import Program, ProgramOptions
+        except ImportError:  # cuda.core < 0.4 kept everything under .experimental
+            from cuda.core.experimental import Program, ProgramOptions
+    except ImportError as exc:
+        raise GpuPreprocessError(f"cannot import cuda.core: {exc}", call="import cuda.core",
+                                 hint="pip install cuda-core (with cuda-bindings >= 13.3)") from exc
+    try:
+        program = Program(pk.KERNEL_SOURCE, code_type="c++",
+                          options=ProgramOptions(arch=arch, name="dla_preprocess",
+                                                 define_macro=[("DLA_ES", str(es)), ("DLA_CPG", str(cpg))]))
+        code = bytes(program.compile("cubin").code)
+    except Exception as exc:  # NVRTC errors carry the compiler log in their message
+        raise GpuPreprocessError(f"NVRTC compile failed: {exc}", call="Program.compile",
+                                 params={"arch": arch, "variant": variant,
+                                         "source_sha256": pk.SOURCE_SHA256[:16]}) from exc
+    _CUBIN_CACHE[key] = code
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(code)
+            tmp.replace(path)
+        except OSError:
+            pass  # the disk cache is an optimisation only
+    return code
+
+
+def _check(result: Any, call: str, params: Mapping[str, Any] | None = None) -> Any:
+    """``(status, *values)`` from cuda.bindings (driver or runtime) -> values, or GpuPreprocessError."""
+    status, values = (result[0], result[1:]) if isinstance(result, tuple) else (result, ())
+    if int(status) != 0:
+        name = getattr(status, "name", str(int(status)))
+        raise GpuPreprocessError(f"failed with {name} ({int(status)})", call=call, params=params)
+    return values[0] if len(values) == 1 else (values or None)
+
+
+def static_params(spec: InputSpec, layout: TensorLayout, int8_scale: float | None) -> pk.PackParams:
+    """Kernel parameters fixed at startup: destination layout, normalisation, pad value, int8 scale."""
+    p = pk.PackParams()
+    p.size = layout.size
+    p.line, p.surface, p.batch = layout.strides[1], layout.strides[2], layout.strides[3]
+    p.n, p.h, p.w, p.c = layout.n, layout.h, layout.w, layout.c
+    p.groups = {"linear": layout.c, "hwc4": 1}.get(layout.format, -(-layout.c // layout.vector))
+    for k, (mean, std) in enumerate(zip(spec.mean, spec.std, strict=True)):
+        p.alpha[k] = np.float32(1.0 / std)  # what cv2.addWeighted gets from the CPU path
+        p.gamma[k] = np.float32(-mean / std)
+        p.pad[k] = np.float32((spec.pad_value - mean) / std)  # as the CPU path fills its padding
+    p.scale = np.float32(int8_scale) if layout.dtype == "int8" and int8_scale is not None else 1.0
+    return p
+
+
+def set_geometry(p: pk.PackParams, spec: InputSpec, lb: Letterbox, encoding: str) -> None:
+    """Kernel parameters that follow the frame: letterbox placement, channel map, rounding mode."""
+    p.pad_x, p.pad_y, p.new_w, p.new_h = lb.pad_x, lb.pad_y, lb.new_w, lb.new_h
+    p.fused = int(cpu_path_fuses(spec, lb.new_w, lb.new_h, spec.width))
+    for k, off in enumerate(source_channels(encoding, spec.channel_order)):
+        p.src_off[k] = off
+
+
+def _cuda_core_device(device_id: int) -> str:
+    """Make the device's primary context current (cuda.core) and return its ``sm_XY`` architecture."""
+    try:
+        try:
+            from cuda.core import Device
+        except ImportError:
+            from cuda.core.experimental import Device
+        dev = Device(device_id)
+        dev.set_current()
+        cc = dev.compute_capability
+    except Exception as exc:
+        raise GpuPreprocessError(f"no usable CUDA device: {type(exc).__name__}: {exc}",
+                                 call="cuda.core.Device.set_current", params={"device": device_id}) from exc
+    return f"sm_{cc[0]}{cc[1]}"
+
+
+class GpuInputPath:
+    """:class:`~dla_infer_node.backends.input_path.InputPath` running the fused preprocessing kernel."""
+
+    def __init__(
+        self,
+        input_spec: InputSpec,
+        layout: TensorLayout,
+        int8_scale: float | None,
+        max_width: int,
+        max_height: int,
+        *,
+        device_id: int = 0,
+    ) -> None:
+        check_layout(input_spec, layout, int8_scale)
+        if int(max_width) < 1 or int(max_height) < 1:
+            raise ParameterError("max_width/max_height", (max_width, max_height), "positive integers")
+        self._spec, self._layout = input_spec, layout
+        self._max_w, self._max_h = int(max_width), int(max_height)
+        self.variant = (layout.elem_size, layout.vector)
+        self.grid, self.block = pk.launch_geometry(layout.size)
+        self._ytab_off = input_spec.width * 16
+        self._table_bytes = -(-(input_spec.width + input_spec.height) * 16 // TABLE_ALIGN) * TABLE_ALIGN
+        self.staging_bytes = self._table_bytes + self._max_w * self._max_h * 4  # 4: widest encoding
+        self._params = static_params(input_spec, layout, int8_scale)
+        self._argv = (ctypes.c_void_p * 1)(ctypes.addressof(self._params))
+        self._geometry: tuple[int, int, int, str] | None = None
+        self._lb: Letterbox | None = None
+        self._closed = False
+        self._module: Any = None
+        self._function: Any = None
+        self._pinned: PinnedBuffer | None = None
+        self._dev = 0
+        self._upload_done: Any = None
+        self._kernel_done: Any = None
+        try:
+            self._open(device_id)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- startup ---------------------------------------------------------------------------------------
+    def _open(self, device_id: int) -> None:
+        try:
+            from cuda.bindings import driver, runtime
+        except ImportError as exc:
+            raise GpuPreprocessError(f"cannot import cuda.bindings: {exc}", call="import cuda.bindings",
+                                     hint="pip install 'cuda-bindings>=13.3' cuda-core") from exc
+        from dla_infer_node.backends import cuda_runtime as cr
+
+        self._drv, self._rt = driver, runtime
+        arch = _cuda_core_device(device_id)
+        cubin = compile_kernel(arch, self.variant)
+        self._module = _check(driver.cuModuleLoadData(cubin), "cuModuleLoadData",
+                              {"arch": arch, "bytes": len(cubin)})
+        self._function = _check(driver.cuModuleGetFunction(self._module, pk.KERNEL_NAME.encode()),
+                                "cuModuleGetFunction", {"name": pk.KERNEL_NAME})
+        self._pinned = cr.PinnedBuffer(self.staging_bytes, what="gpu preprocess staging")
+        self._dev = cr.malloc(self.staging_bytes, what="gpu preprocess staging")
+        flags = runtime.cudaEventDisableTiming
+        self._upload_done = _check(runtime.cudaEventCreateWithFlags(flags), "cudaEventCreateWithFlags")
+        self._kernel_done = _check(runtime.cudaEventCreateWithFlags(flags), "cudaEventCreateWithFlags")
+        p = self._params
+        p.xtab, p.ytab, p.src = self._dev, self._dev + self._ytab_off, self._dev + self._table_bytes
+
+    # -- per frame -------------------------------------------------------------------------------------
+    def _prepare(self, w: int, h: int, c: int, encoding: str) -> tuple[Letterbox, bool]:
+        """Letterbox and kernel parameters for this geometry; True when the tap tables must be uploaded."""
+        from dla_infer_node.preprocess import Letterbox
+
+        if self._geometry == (w, h, c, encoding) and self._lb is not None:
+            return self._lb, False
+        lb = Letterbox.fit(w, h, self._spec.width, self._spec.height)
+        xtab, ytab = pk.tap_tables(w, h, c, lb.new_w, lb.new_h)
+        assert self._pinned is not None
+        table = self._pinned.array
+        table[: xtab.nbytes] = xtab.reshape(-1).view(np.uint8)
+        table[self._ytab_off: self._ytab_off + ytab.nbytes] = ytab.reshape(-1).view(np.uint8)
+        set_geometry(self._params, self._spec, lb, encoding)
+        return lb, True
+
+    def enqueue(self, image: np.ndarray, encoding: str, dst_ptr: int, stream: int) -> Letterbox:
+        """Upload the frame and launch the kernel on ``stream``; returns at once (no host sync)."""
+        if self._closed:
+            raise InputError("GPU input path is closed", call="GpuInputPath.enqueue", stage=STAGE)
+        img = check_frame(image, encoding, self._max_w, self._max_h)
+        dst, s = int(dst_ptr), int(stream)
+        if dst == 0 or dst % pk.CHUNK_BYTES:
+            raise GpuPreprocessError("destination must be a non-null, 16-byte aligned device pointer",
+                                     call="GpuInputPath.enqueue", params={"dst_ptr": hex(dst)})
+        h, w, c = img.shape
+        rt, pinned = self._rt, self._pinned
+        assert pinned is not None
+        # The pinned staging may still be the source of the previous upload (a no-op wait in the backend,
+        # which synchronises every frame).
+        _check(rt.cudaEventSynchronize(self._upload_done), "cudaEventSynchronize", {"event": "upload"})
+        lb, new_tables = self._prepare(w, h, c, encoding)
+        tb = self._table_bytes
+        np.copyto(pinned.array[tb: tb + h * w * c].reshape(h, w, c), img)  # absorbs any row step
+        start = 0 if new_tables else tb
+        # Device staging is read by the previous kernel, possibly on another stream: order after it.
+        _check(rt.cudaStreamWaitEvent(s, self._kernel_done, 0), "cudaStreamWaitEvent", {"stream": hex(s)})
+        _check(rt.cudaMemcpyAsync(self._dev + start, pinned.ptr + start, tb + h * w * c - start,
+                                  rt.cudaMemcpyKind.cudaMemcpyHostToDevice, s),
+               "cudaMemcpyAsync", {"kind": "H2D", "bytes": tb + h * w * c - start, "stream": hex(s)})
+        _check(rt.cudaEventRecord(self._upload_done, s), "cudaEventRecord", {"event": "upload"})
+        self._geometry, self._lb = (w, h, c, encoding), lb
+        self.launch(dst, s)
+        return lb
+
+    def launch(self, dst_ptr: int, stream: int, src_ptr: int | None = None) -> None:
+        """Run the kernel alone on the staged frame (``src_ptr`` overrides the staging: benchmarks only)."""
+        if self._closed or self._lb is None:
+            raise GpuPreprocessError("no frame staged (or closed)", call="GpuInputPath.launch")
+        p = self._params
+        p.dst = int(dst_ptr)
+        p.src = int(src_ptr) if src_ptr is not None else self._dev + self._table_bytes
+        _check(self._drv.cuLaunchKernel(self._function, self.grid, 1, 1, self.block, 1, 1, 0, int(stream),
+                                        ctypes.addressof(self._argv), 0),
+               "cuLaunchKernel", {"variant": self.variant, "grid": self.grid, "block": self.block,
+                                  "stream": hex(int(stream))})
+        _check(self._rt.cudaEventRecord(self._kernel_done, int(stream)), "cudaEventRecord",
+               {"event": "kernel"})
+
+    # -- teardown --------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Release events, device staging, pinned staging, module (reverse order). Idempotent."""
+        if getattr(self, "_closed", True) and self._module is None and self._pinned is None:
+            self._closed = True
+            return
+        self._closed = True
+        errors: list[Exception] = []
+
+        def step(fn: Any, *args: Any) -> None:
+            try:
+                fn(*args)
+            except Exception as exc:  # keep releasing the rest; report the first failure
+                errors.append(exc)
+
+        rt = getattr(self, "_rt", None)
+        if rt is not None and self._kernel_done is not None:
+            step(lambda: _check(rt.cudaEventSynchronize(self._kernel_done), "cudaEventSynchronize"))
+        for name in ("_kernel_done", "_upload_done"):
+            ev = getattr(self, name)
+            if ev is not None and rt is not None:
+                setattr(self, name, None)
+                step(lambda e=ev: _check(rt.cudaEventDestroy(e), "cudaEventDestroy"))
+        if self._dev:
+            dev, self._dev = self._dev, 0
+            from dla_infer_node.backends import cuda_runtime as cr
+
+            step(cr.free, dev)
+        if self._pinned is not None:
+            pinned, self._pinned = self._pinned, None
+            step(pinned.free)
+        if self._module is not None:
+            mod, self._module, self._function = self._module, None, None
+            step(lambda: _check(self._drv.cuModuleUnload(mod), "cuModuleUnload"))
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> GpuInputPath:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
