@@ -1,0 +1,112 @@
+"""The shapes detector network: a small YOLOv5-style model built only from layers the DLA runs.
+
+Conv (+BatchNorm, folded at export), ReLU, MaxPool, nearest Upsample and Concat; static shapes, batch 1 at
+export. The forward pass ENDS at the raw head tensors (one per stride, [1, na*(5+nc), H, W], channel
+a*(5+nc)+k): sigmoid, grid offsets and anchors are applied outside the network, so the whole graph can run on
+the DLA (the "DLA-trimmed" YOLO form) and the decoder stays on the CPU/GPU.
+
+Torch is a training-time dependency only; the package never imports this file.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+
+class ConvBnAct(nn.Module):
+    def __init__(self, cin: int, cout: int, k: int = 3, s: int = 1) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, k, s, k // 2, bias=False)
+        self.bn = nn.BatchNorm2d(cout, eps=1e-3, momentum=0.03)
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.bn(self.conv(x)))
+
+
+class Sppf(nn.Module):
+    """Three chained 5x5 stride-1 max-pools, concatenated: a large receptive field from DLA-native pools."""
+
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        h = c // 2
+        self.reduce = ConvBnAct(c, h, 1)
+        self.pool = nn.MaxPool2d(5, 1, 2)
+        self.fuse = ConvBnAct(4 * h, c, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.reduce(x)
+        p1 = self.pool(x)
+        p2 = self.pool(p1)
+        p3 = self.pool(p2)
+        return self.fuse(torch.cat([x, p1, p2, p3], 1))
+
+
+class ShapesYolo(nn.Module):
+    """Backbone (strides 2..32) + top-down FPN + three raw heads at strides 8, 16, 32."""
+
+    strides = (8, 16, 32)
+
+    def __init__(self, num_classes: int, num_anchors: int = 3) -> None:
+        super().__init__()
+        self.nc, self.na = num_classes, num_anchors
+        self.no = num_anchors * (5 + num_classes)
+        self.stem = nn.Sequential(ConvBnAct(3, 16, 3, 2), ConvBnAct(16, 32, 3, 2))        # /4
+        self.s8 = nn.Sequential(ConvBnAct(32, 48, 3, 2), ConvBnAct(48, 48))              # /8
+        self.s16 = nn.Sequential(ConvBnAct(48, 96, 3, 2), ConvBnAct(96, 96))             # /16
+        self.s32 = nn.Sequential(ConvBnAct(96, 128, 3, 2), ConvBnAct(128, 128), Sppf(128))  # /32
+        self.up = nn.Upsample(scale_factor=2.0, mode="nearest")
+        self.lat32 = ConvBnAct(128, 64, 1)
+        self.td16 = nn.Sequential(ConvBnAct(64 + 96, 96, 1), ConvBnAct(96, 96))
+        self.lat16 = ConvBnAct(96, 48, 1)
+        self.td8 = nn.Sequential(ConvBnAct(48 + 48, 48, 1), ConvBnAct(48, 48))
+        self.heads = nn.ModuleList([nn.Conv2d(c, self.no, 1) for c in (48, 96, 128)])
+
+    def init_head_bias(self, input_hw: tuple[int, int]) -> None:
+        # YOLOv5's prior: ~8 objects per image for objectness, uniform class prior
+        for head, s in zip(self.heads, self.strides, strict=True):
+            b = head.bias.detach().view(self.na, -1)
+            cells = (input_hw[0] / s) * (input_hw[1] / s)
+            b[:, 4] = math.log(8 / cells)
+            b[:, 5:] = math.log(0.6 / (self.nc - 0.99))
+            head.bias = nn.Parameter(b.view(-1).clone())
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        c4 = self.stem(x)
+        c8 = self.s8(c4)
+        c16 = self.s16(c8)
+        c32 = self.s32(c16)
+        n16 = self.td16(torch.cat([self.up(self.lat32(c32)), c16], 1))
+        n8 = self.td8(torch.cat([self.up(self.lat16(n16)), c8], 1))
+        feats = (n8, n16, c32)
+        o8, o16, o32 = (h(f) for h, f in zip(self.heads, feats, strict=True))
+        return o8, o16, o32
+
+
+def fold_batchnorm(model: nn.Module) -> nn.Module:
+    """Fold every ConvBnAct's BatchNorm into its convolution (in place); BN becomes Identity."""
+    for m in model.modules():
+        if isinstance(m, ConvBnAct) and isinstance(m.bn, nn.BatchNorm2d):
+            conv, bn = m.conv, m.bn
+            w = conv.weight.detach()
+            scale = bn.weight.detach() / torch.sqrt(bn.running_var + bn.eps)
+            fused = nn.Conv2d(conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride,
+                              conv.padding, bias=True)
+            fused.weight.data = w * scale.view(-1, 1, 1, 1)
+            fused.bias.data = bn.bias.detach() - bn.running_mean * scale
+            m.conv = fused
+            m.bn = nn.Identity()
+    return model
+
+
+def export_onnx(model: nn.Module, path: str, input_hw: tuple[int, int], opset: int = 13,
+                output_names: Sequence[str] = ("head_s8", "head_s16", "head_s32")) -> None:
+    """Export batch-1 static-shape ONNX ending at the raw heads (legacy TorchScript exporter)."""
+    model.eval()
+    dummy = torch.zeros(1, 3, input_hw[0], input_hw[1])
+    torch.onnx.export(model, (dummy,), path, input_names=["images"], output_names=list(output_names),
+                      opset_version=opset, do_constant_folding=True, dynamo=False)

@@ -1,0 +1,306 @@
+"""Train the shapes detector on synthetic scenes (PyTorch, CPU) and export it for the package.
+
+    /work/trainvenv/bin/python tools/train_detector.py --iters 3000 --out models/
+
+Deterministic by --seed: scene seeds, weight init and batch order all derive from it. Training scenes use
+seeds in [0, TRAIN_SEED_LIMIT); evaluation (dla_infer_node.evaluate) uses seeds >= 10_000_000, so the
+held-out scenes are never seen here. Every iteration draws fresh scenes (one pass, no scene repeats).
+
+Outputs: <out>/shapes_yolo.onnx (BN folded, raw heads), shapes_yolo.labels.txt, shapes_yolo.meta.yaml and
+shapes_yolo.check.npz (torch outputs for fixed inputs; tools/verify_onnx.py compares ONNX Runtime to them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+import torch
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from shapes_model import ShapesYolo, export_onnx, fold_batchnorm  # noqa: E402
+
+from dla_infer_node.synth import CLASS_NAMES, generate_scene  # noqa: E402
+
+TRAIN_SEED_LIMIT = 1_000_000
+INPUT_W, INPUT_H = 320, 256
+PAD_VALUE = 114
+ANCHOR_T = 4.0          # YOLOv5 anchor-match threshold on the w/h ratio
+# scene sizes drawn during training (mostly the default 640x480; a few others so letterboxing varies)
+SIZES = [(640, 480)] * 6 + [(480, 480), (640, 360), (720, 540), (400, 300)]
+
+
+def letterbox(img: np.ndarray, dst_w: int, dst_h: int) -> tuple[np.ndarray, float, int, int]:
+    """The package's letterbox convention (shared brief): returns canvas, scale, pad_x, pad_y."""
+    h, w = img.shape[:2]
+    scale = min(dst_w / w, dst_h / h)
+    nw, nh = max(round(w * scale), 1), max(round(h * scale), 1)
+    px, py = (dst_w - nw) // 2, (dst_h - nh) // 2
+    canvas = np.full((dst_h, dst_w, 3), PAD_VALUE, np.uint8)
+    canvas[py:py + nh, px:px + nw] = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR)
+    return canvas, scale, px, py
+
+
+def make_sample(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """One training scene -> (3,H,W) float32 in [0,1] RGB, targets (N,5) [cls, cx, cy, w, h] input px."""
+    size_rng = np.random.default_rng(seed + 7_777_777)
+    w, h = SIZES[int(size_rng.integers(0, len(SIZES)))]
+    s = generate_scene(seed, w, h)
+    canvas, scale, px, py = letterbox(s.image, INPUT_W, INPUT_H)
+    b = s.boxes * scale + np.array([px, py, px, py], np.float32)
+    t = np.stack([s.class_ids.astype(np.float32), (b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2,
+                  b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]], 1) if len(b) else np.zeros((0, 5), np.float32)
+    return canvas.transpose(2, 0, 1).astype(np.float32) / 255.0, t.astype(np.float32)
+
+
+def kmeans_anchors(seed: int, n_scenes: int = 300, k: int = 9) -> np.ndarray:
+    """k-means (1 - IoU distance) on the w/h of training-scene boxes in input pixels; sorted by area."""
+    wh = np.concatenate([make_sample(seed * 131 + i)[1][:, 3:5] for i in range(n_scenes)])
+    rng = np.random.default_rng(seed)
+    centers = wh[rng.choice(len(wh), k, replace=False)]
+
+    def iou(a: np.ndarray, c: np.ndarray) -> np.ndarray:
+        inter = np.minimum(a[:, None, 0], c[None, :, 0]) * np.minimum(a[:, None, 1], c[None, :, 1])
+        return inter / (a[:, None].prod(2) + c[None].prod(2) - inter)
+
+    for _ in range(100):
+        assign = iou(wh, centers).argmax(1)
+        new = np.array([np.median(wh[assign == j], 0) if np.any(assign == j) else centers[j]
+                        for j in range(k)])
+        if np.allclose(new, centers):
+            break
+        centers = new
+    return centers[np.argsort(centers.prod(1))]
+
+
+def bbox_ciou(p: torch.Tensor, t: torch.Tensor, eps: float = 1e-7) -> torch.Tensor:
+    """Complete-IoU of cxcywh boxes p and t (same shape (N,4))."""
+    p1, p2 = p[:, :2] - p[:, 2:] / 2, p[:, :2] + p[:, 2:] / 2
+    t1, t2 = t[:, :2] - t[:, 2:] / 2, t[:, :2] + t[:, 2:] / 2
+    inter = (torch.min(p2, t2) - torch.max(p1, t1)).clamp(0).prod(1)
+    union = p[:, 2:].prod(1) + t[:, 2:].prod(1) - inter + eps
+    iou = inter / union
+    cw = torch.max(p2, t2) - torch.min(p1, t1)
+    c2 = (cw ** 2).sum(1) + eps
+    rho2 = ((p[:, :2] - t[:, :2]) ** 2).sum(1)
+    dv = torch.atan(t[:, 2] / (t[:, 3] + eps)) - torch.atan(p[:, 2] / (p[:, 3] + eps))
+    v = (4 / math.pi ** 2) * dv ** 2
+    with torch.no_grad():
+        alpha = v / (v - iou + 1 + eps)
+    return iou - (rho2 / c2 + v * alpha)
+
+
+class YoloLoss:
+    """YOLOv5's loss: anchor-ratio matching, 3-cell neighbourhood, CIoU box, IoU-target objectness."""
+
+    def __init__(self, anchors: torch.Tensor, strides: tuple[int, ...], nc: int) -> None:
+        self.anchors = anchors                # (nl, na, 2) input pixels
+        self.strides = strides
+        self.nc = nc
+        self.balance = (4.0, 1.0, 0.4)
+        self.bce = torch.nn.BCEWithLogitsLoss()
+        self.w_box, self.w_obj, self.w_cls = 0.05, 0.7, 0.15
+
+    def __call__(self, outs: tuple[torch.Tensor, ...],
+                 targets: torch.Tensor) -> tuple[torch.Tensor, list[float]]:
+        # targets: (M, 6) [image index, cls, cx, cy, w, h] in input pixels
+        lbox = torch.zeros(()); lobj = torch.zeros(()); lcls = torch.zeros(())  # noqa: E702
+        off = torch.tensor([[0, 0], [1, 0], [0, 1], [-1, 0], [0, -1]], dtype=torch.float32)
+        for i, out in enumerate(outs):
+            bs, _, gh, gw = out.shape
+            na = self.anchors.shape[1]
+            p = out.view(bs, na, 5 + self.nc, gh, gw).permute(0, 1, 3, 4, 2)
+            tobj = torch.zeros(p.shape[:4])
+            s = self.strides[i]
+            anc = self.anchors[i] / s                     # grid units
+            if len(targets):
+                t = targets.clone()
+                t[:, 2:] /= s
+                ratio = t[None, :, 4:6] / anc[:, None]    # (na, M, 2)
+                ok = torch.max(ratio, 1 / ratio).max(2).values < ANCHOR_T
+                a_idx, t_idx = ok.nonzero(as_tuple=True)
+                tt = t[t_idx]
+                gxy = tt[:, 2:4]
+                gxi = torch.tensor([gw, gh], dtype=torch.float32) - gxy
+                j, k = ((gxy % 1 < 0.5) & (gxy > 1)).T
+                l_, m = ((gxi % 1 < 0.5) & (gxi > 1)).T
+                sel = torch.stack([torch.ones_like(j), j, k, l_, m])  # (5, n)
+                tt5 = tt.repeat(5, 1, 1)[sel]
+                a5 = a_idx.repeat(5, 1)[sel]
+                offs = off[:, None].expand(5, len(tt), 2)[sel]
+                gij = (tt5[:, 2:4] - offs).long()
+                gi = gij[:, 0].clamp(0, gw - 1); gj = gij[:, 1].clamp(0, gh - 1)  # noqa: E702
+                b = tt5[:, 0].long()
+                ps = p[b, a5, gj, gi]
+                pxy = ps[:, :2].sigmoid() * 2 - 0.5
+                pwh = (ps[:, 2:4].sigmoid() * 2) ** 2 * anc[a5]
+                tbox = torch.cat([tt5[:, 2:4] - torch.stack([gi, gj], 1).float(), tt5[:, 4:6]], 1)
+                ciou = bbox_ciou(torch.cat([pxy, pwh], 1), tbox)
+                lbox = lbox + (1 - ciou).mean()
+                tobj[b, a5, gj, gi] = ciou.detach().clamp(0)
+                tc = torch.zeros_like(ps[:, 5:])
+                tc[torch.arange(len(tt5)), tt5[:, 1].long()] = 1.0
+                lcls = lcls + self.bce(ps[:, 5:], tc)
+            lobj = lobj + self.bce(p[..., 4], tobj) * self.balance[i]
+        loss = self.w_box * lbox + self.w_obj * lobj + self.w_cls * lcls
+        return loss * outs[0].shape[0], [float(lbox), float(lobj), float(lcls)]
+
+
+def batch(seeds: range) -> tuple[torch.Tensor, torch.Tensor]:
+    imgs, tgts = [], []
+    for i, sd in enumerate(seeds):
+        im, t = make_sample(sd)
+        imgs.append(im)
+        tgts.append(np.concatenate([np.full((len(t), 1), i, np.float32), t], 1))
+    return torch.from_numpy(np.stack(imgs)), torch.from_numpy(np.concatenate(tgts))
+
+
+def git_revision() -> str:
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--iters", type=int, default=1400)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--time-budget", type=float, default=1620.0,
+                    help="wall seconds; if the CPU is slower than planned the LR schedule follows elapsed "
+                         "time instead of iterations and training stops at the budget (recorded in meta)")
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=ROOT / "models")
+    ap.add_argument("--ckpt", type=Path, default=None, help="checkpoint file (saved every 200 iters)")
+    ap.add_argument("--resume", action="store_true")
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    t_start = time.time()
+    anchors_np = kmeans_anchors(args.seed).reshape(3, 3, 2)
+    print("anchors (input px):", np.round(anchors_np, 1).tolist(), flush=True)
+    anchors = torch.from_numpy(anchors_np.astype(np.float32))
+    nc = len(CLASS_NAMES)
+    model = ShapesYolo(nc)
+    model.init_head_bias((INPUT_H, INPUT_W))
+    ema = copy.deepcopy(model).eval()
+    for q in ema.parameters():
+        q.requires_grad_(False)
+    decay_p = [q for n, q in model.named_parameters() if q.ndim > 1]
+    other_p = [q for n, q in model.named_parameters() if q.ndim <= 1]
+    groups = [{"params": decay_p, "weight_decay": 5e-4}, {"params": other_p, "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.999))
+    crit = YoloLoss(anchors, ShapesYolo.strides, nc)
+    warm = min(100, args.iters // 10)
+    stopped_at = None
+    start_it = 0
+    ckpt = args.ckpt or args.out / "train_ckpt.pt"
+    if args.resume and ckpt.is_file():
+        st = torch.load(ckpt, weights_only=False)
+        model.load_state_dict(st["model"]); ema.load_state_dict(st["ema"])  # noqa: E702
+        opt.load_state_dict(st["opt"]); start_it = st["it"]; t_start -= st["elapsed"]  # noqa: E702
+        print(f"resumed at iter {start_it}", flush=True)
+    model.train()
+    for it in range(start_it, args.iters):
+        el = time.time() - t_start
+        if el > args.time_budget:
+            stopped_at = it
+            print(f"time budget reached at iteration {it}", flush=True)
+            break
+        # cosine schedule over progress = the larger of iteration and wall-time fractions: deterministic
+        # whenever the machine is fast enough to finish the iterations inside the budget
+        prog = max((it - warm) / (args.iters - warm), el / args.time_budget)
+        lr = args.lr * (it + 1) / warm if it < warm else \
+            args.lr * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(prog, 1.0))))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        imgs, tg = batch(range(args.seed * TRAIN_SEED_LIMIT // 10 + it * args.batch,
+                               args.seed * TRAIN_SEED_LIMIT // 10 + (it + 1) * args.batch))
+        loss, parts = crit(model(imgs), tg)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
+        opt.step()
+        d = 0.999 * (1 - math.exp(-(it + 1) / 200))  # EMA ramp (YOLOv5-style, shorter run)
+        with torch.no_grad():
+            msd = model.state_dict()
+            for k, v in ema.state_dict().items():
+                if v.dtype.is_floating_point:
+                    v.mul_(d).add_(msd[k].detach(), alpha=1 - d)
+                else:
+                    v.copy_(msd[k])
+        if it % 20 == 0 or it == args.iters - 1:
+            el = time.time() - t_start
+            print(f"it {it} lr {lr:.5f} loss {float(loss):.3f} box {parts[0]:.4f} obj {parts[1]:.4f} "
+                  f"cls {parts[2]:.4f} elapsed {el:.0f}s", flush=True)
+        if (it + 1) % 200 == 0:
+            torch.save({"model": model.state_dict(), "ema": ema.state_dict(), "opt": opt.state_dict(),
+                        "it": it + 1, "elapsed": time.time() - t_start, "anchors": anchors_np}, ckpt)
+    wall = time.time() - t_start
+    print(f"training wall time {wall:.0f}s", flush=True)
+    export(ema, anchors_np, args, wall, stopped_at)
+
+
+def export(ema: torch.nn.Module, anchors: np.ndarray, args: argparse.Namespace, wall: float,
+           stopped_at: int | None = None) -> None:
+    args.out.mkdir(parents=True, exist_ok=True)
+    net = fold_batchnorm(copy.deepcopy(ema)).eval()
+    onnx_path = args.out / "shapes_yolo.onnx"
+    export_onnx(net, str(onnx_path), (INPUT_H, INPUT_W))
+    # reference outputs for the ONNX Runtime check (tools/verify_onnx.py): folded and unfolded nets agree
+    rng = np.random.default_rng(args.seed)
+    x = np.stack([make_sample(TRAIN_SEED_LIMIT - 1 - i)[0] for i in range(2)] +
+                 [rng.uniform(0, 1, (3, INPUT_H, INPUT_W)).astype(np.float32)])
+    with torch.no_grad():
+        ref = [ [t.numpy() for t in net(torch.from_numpy(x[i:i + 1]))] for i in range(len(x))]
+        unfolded = [t.numpy() for t in ema.eval()(torch.from_numpy(x[:1]))]
+    fold_err = max(float(np.abs(a - b).max()) for a, b in zip(ref[0], unfolded, strict=True))
+    print(f"BN fold max abs diff {fold_err:.2e}", flush=True)
+    np.savez(args.out / "shapes_yolo.check.npz", x=x,
+             **{f"out{i}_{j}": ref[i][j] for i in range(len(x)) for j in range(3)})
+    (args.out / "shapes_yolo.labels.txt").write_text("\n".join(CLASS_NAMES) + "\n", encoding="utf-8")
+    no = len(anchors[0]) * (5 + len(CLASS_NAMES))
+    iters = args.iters if stopped_at is None else stopped_at
+    meta = {
+        "name": "shapes_yolo",
+        "onnx": "shapes_yolo.onnx",
+        "labels": "shapes_yolo.labels.txt",
+        "input": {"name": "images", "width": INPUT_W, "height": INPUT_H, "channel_order": "rgb",
+                  "mean": [0.0, 0.0, 0.0], "std": [255.0, 255.0, 255.0], "pad_value": PAD_VALUE},
+        "decoder": {"kind": "yolov5_raw", "num_classes": len(CLASS_NAMES),
+                    "strides": list(ShapesYolo.strides),
+                    "anchors": [[round(float(v), 2) for v in a.reshape(-1)] for a in anchors]},
+        "outputs": [{"name": n, "shape": [1, no, INPUT_H // s, INPUT_W // s]}
+                    for n, s in zip(("head_s8", "head_s16", "head_s32"), ShapesYolo.strides, strict=True)],
+        "classes": list(CLASS_NAMES),
+        "training": {"seed": args.seed, "revision": git_revision(), "iterations": iters,
+                     "planned_iterations": args.iters, "time_bound": stopped_at is not None,
+                     "batch": args.batch, "epochs": 1, "scenes": iters * args.batch,
+                     "train_seeds": f"[{args.seed * TRAIN_SEED_LIMIT // 10}, "
+                                    f"{args.seed * TRAIN_SEED_LIMIT // 10 + iters * args.batch})",
+                     "wall_time_s": round(wall, 1), "threads": args.threads, "torch": str(torch.__version__)},
+        "accuracy": {"mAP50": None, "mAP50_95": None, "scenes": None, "seeds": None},
+    }
+    meta_path = args.out / "shapes_yolo.meta.yaml"
+    meta_path.write_text(yaml.safe_dump(meta, sort_keys=False), encoding="utf-8")
+    print(f"wrote {onnx_path} ({onnx_path.stat().st_size / 1e6:.2f} MB) and {meta_path}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
