@@ -142,7 +142,9 @@ EMU_API int dlaEmuIsEmulator(void);
 EMU_API int dlaEmuLiveDevices(void);
 EMU_API int dlaEmuLiveModules(void);
 EMU_API int dlaEmuLiveRegistrations(void);
-EMU_API uint64_t dlaEmuSubmitCount(void);
+EMU_API uint64_t dlaEmuSubmitCount(void);   /* tasks submitted (DLA_EMU_FAULT_TASK_N counts these) */
+EMU_API uint64_t dlaEmuSubmitCalls(void);   /* cudlaSubmitTask calls (DLA_EMU_FAIL_SUBMIT_N) */
+EMU_API uint64_t dlaEmuRegisterCalls(void); /* cudlaMemRegister calls (DLA_EMU_FAIL_REGISTER_N) */
 EMU_API uint64_t dlaEmuTasksRun(void);
 EMU_API const char *dlaEmuLastViolation(void);
 

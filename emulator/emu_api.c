@@ -256,6 +256,8 @@ int dlaEmuLiveModules(void) { return g_modules; }
 int dlaEmuLiveRegistrations(void) { int n = 0; LOCK(); for (reg_t *r = g_regs; r; r = r->next) n++;
                                     pthread_mutex_unlock(&g_lock); return n; }
 uint64_t dlaEmuSubmitCount(void) { return g_tasks_submitted; }
+uint64_t dlaEmuSubmitCalls(void) { return g_submit_calls; }
+uint64_t dlaEmuRegisterCalls(void) { return g_register_calls; }
 uint64_t dlaEmuTasksRun(void) { return g_tasks_run; }
 const char *dlaEmuLastViolation(void) { return g_violation; }
 

@@ -93,6 +93,7 @@ class CudlaBackend:
         cudla_module: Any = None,
         cuda: Any = None,
         input_path_factory: Callable[..., InputPath] | None = None,
+        observer: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> None:
         self.artifact = artifact
         self.metadata: ModelMetadata = artifact.metadata
@@ -102,6 +103,8 @@ class CudlaBackend:
         self._max_frame = max_frame
         self._timeout = task_timeout_ms
         self._make_input = input_path_factory or make_input_path
+        # called as each start stage passes (the doctor prints them); "descriptors" comes before the check
+        self._observe = observer or (lambda stage, info: None)
         # resources, released by close() in reverse order; None/empty = not acquired
         self._stream: Any = None
         self._dev: int | None = None
@@ -133,10 +136,12 @@ class CudlaBackend:
         version = cudla_call("runtime_library", "cudla.get_version", {}, cudla.get_version)
         count = cudla_call("device", "cudla.device_get_count", {}, cudla.device_get_count)
         self.versions = {"cudla": int(version), "dla_count": int(count)}
+        self._observe("runtime_library", {"cudla_version": int(version)})
         if core >= int(count):
             raise DeviceError(f"dla_core {core} requested, the platform has {count} DLA core(s)",
                               call="cudla.device_get_count", params={"dla_core": core},
                               hint="AGX Orin has DLA 0 and 1; Orin NX one or two; Orin Nano none")
+        self._observe("dla_count", {"dla_count": int(count), "dla_core": core})
         cr.make_context_current(self._cuda_device)  # hybrid mode binds the DLA handle to this context
         self._stream = cr.Stream()
         mode = cudla.Mode.CUDA_DLA
@@ -145,12 +150,17 @@ class CudlaBackend:
         if self._timeout is not None:
             cudla_call("device", "cudla.set_task_timeout_in_ms", {"timeout_ms": self._timeout},
                        cudla.set_task_timeout_in_ms, self._dev, int(self._timeout))
+        self._observe("device", {"dla_core": core, "mode": "Mode.CUDA_DLA", "task_timeout_ms": self._timeout})
         self._module = cudla_call("loadable", "cudla.module_load_from_memory",
                                   {"loadable": str(self.artifact.loadable_path), "size": len(blob),
                                    "flags": 0},
                                   cudla.module_load_from_memory, self._dev, blob, len(blob), 0)
+        self._observe("loadable", {"path": str(self.artifact.loadable_path), "bytes": len(blob)})
         self._bind_descriptors()
+        self._observe("tensors", {"inputs": len(self.inputs), "outputs": len(self.outputs)})
         self._allocate_and_register()
+        self._observe("memory", {"buffers": len(self._registered),
+                                 "bytes": sum(t.size for t in self.inputs + self.outputs)})
         task = cudla.Task()  # zero-filled: wait_events / signal_events stay NULL (hybrid mode)
         task.module_handle = self._module
         task.input_tensor = [self._registered[t.index] for t in self.inputs]
@@ -181,6 +191,7 @@ class CudlaBackend:
         from dla_infer_node.backends.cudla_tensors import descriptor_dict
 
         self.descriptors = {k: [descriptor_dict(d) for d in v] for k, v in got.items()}
+        self._observe("descriptors", self.descriptors)
         self.inputs, self.outputs = bind_tensors(self.artifact, got["inputs"], got["outputs"])
 
     def _outputs_by_index(self) -> list[BoundTensor]:
@@ -228,6 +239,12 @@ class CudlaBackend:
         pinned = {t.index: self._pinned[pos] for pos, t in enumerate(by_index)}
         tensors = [unpack(pinned[t.index].array, t.layout, t.scale).reshape(t.shape) for t in self.outputs]
         return RawOutputs(tensors=tensors, letterbox=lb)
+
+    def dla_status(self) -> int:
+        """``cudla.get_last_error`` of this handle: the status of the last task the DLA ran."""
+        if self._dev is None:
+            raise BackendError("backend is closed", call="cudla.get_last_error", stage="backend")
+        return int(self._cudla.get_last_error(self._dev))
 
     def _execution_fault(self, exc: CudlaStageError) -> ExecutionError:
         dla = None
