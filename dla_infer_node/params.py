@@ -10,13 +10,14 @@ before any backend is opened.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dla_infer_node.errors import ParameterError
+from dla_infer_node.artifact import default_sidecar
+from dla_infer_node.errors import ModelError, ParameterError
+from dla_infer_node.resources import find_model_file, metadata_for_model, model_dirs
 
 ParamValue = str | int | float | bool | tuple[str, ...]
 
@@ -111,10 +112,11 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     _s("model_path", "", "ONNX model for backend onnxruntime. Empty: the package's shipped model "
        f"(models/{SHIPPED_MODEL})."),
     _s("metadata_path", "", "Model metadata YAML (input size, normalisation, decoder, classes). Empty: "
-       "next to model_path, '<stem>.meta.yaml'."),
+       "next to model_path, '<stem>.meta.yaml' (onnxruntime) or the one the artifact sidecar names "
+       "(cudla; if given, it must describe the same model)."),
     _s("loadable_path", "", "DLA loadable (built with trtexec --buildDLAStandalone) for backend cudla."),
-    _s("artifact_path", "", "Sidecar metadata of the loadable (tensor formats, int8 scales) for backend "
-       "cudla. Empty: the backend looks next to the loadable."),
+    _s("artifact_path", "", "Sidecar of the loadable (io tensor formats, int8 scales, build command, model "
+       "metadata) for backend cudla. Empty: '<loadable_path>.yaml'."),
     _s("runtime_mode", "hybrid", "cuDLA runtime mode. Only 'hybrid' (cudla.Mode.CUDA_DLA); 'standalone' is "
        "refused at startup with the reason.", choices=("hybrid",)),
     ParamSpec("dla_core", "integer", 0, "DLA core for backend cudla (AGX Orin has cores 0 and 1).",
@@ -176,34 +178,13 @@ class NodeConfig:
     diagnostics_period: float
 
 
-def shipped_model_candidates() -> list[Path]:
-    """Folders that may hold the shipped model, most specific first.
-
-    Source/editable checkout (``<repo>/models``), the ament index (colcon install: ``share/<pkg>/models``),
-    then ``<prefix>/share/dla_infer_node/models`` (pip install of the data_files).
-    """
-    out = [Path(__file__).resolve().parent.parent / "models"]
-    try:
-        from ament_index_python.packages import get_package_share_directory
-
-        out.append(Path(get_package_share_directory("dla_infer_node")) / "models")
-    except Exception:  # not a ROS install, or the package is not in the index: fall through
-        pass
-    out.append(Path(sys.prefix) / "share" / "dla_infer_node" / "models")
-    return out
-
-
 def shipped_model_path() -> Path:
-    for folder in shipped_model_candidates():
-        if (folder / SHIPPED_MODEL).is_file():
-            return folder / SHIPPED_MODEL
-    return shipped_model_candidates()[0] / SHIPPED_MODEL
-
-
-def default_metadata_for(model: Path) -> Path:
-    name = model.name
-    stem = name[: -len(".onnx")] if name.endswith(".onnx") else model.stem
-    return model.with_name(stem + ".meta.yaml")
+    """The shipped ONNX model (source tree, ament index or prefix share dir); ParameterError if absent."""
+    try:
+        return find_model_file(SHIPPED_MODEL)
+    except ModelError as exc:
+        raise ParameterError("model_path", "", f"an existing ONNX model; the shipped {SHIPPED_MODEL} was "
+                             f"not found in {[str(d) for d in model_dirs()]}") from exc
 
 
 def _existing(name: str, value: str, what: str) -> str:
@@ -239,14 +220,17 @@ def validate_config(values: Mapping[str, Any]) -> NodeConfig:
             raise ParameterError("loadable_path", "", "the path of an existing DLA loadable when "
                                  "backend is 'cudla'")
         v["loadable_path"] = _existing("loadable_path", v["loadable_path"], "a DLA loadable")
-        if v["artifact_path"]:
-            v["artifact_path"] = _existing("artifact_path", v["artifact_path"], "the loadable's sidecar")
+        sidecar = v["artifact_path"] or str(default_sidecar(v["loadable_path"]))
+        v["artifact_path"] = _existing("artifact_path", sidecar, "the loadable's sidecar; empty means "
+                                       "'<loadable_path>.yaml'")
         if v["model_path"]:
             v["model_path"] = _existing("model_path", v["model_path"], "an ONNX model")
-    if not v["metadata_path"]:
-        base = Path(v["model_path"]) if v["model_path"] else shipped_model_path()
-        v["metadata_path"] = str(default_metadata_for(base))
-    v["metadata_path"] = _existing("metadata_path", v["metadata_path"], "model metadata YAML")
+    if v["metadata_path"]:
+        v["metadata_path"] = _existing("metadata_path", v["metadata_path"], "model metadata YAML")
+    elif v["backend"] == "onnxruntime":
+        v["metadata_path"] = _existing("metadata_path", str(metadata_for_model(Path(v["model_path"]))),
+                                       "model metadata YAML next to the model, '<stem>.meta.yaml'")
+    # cudla: the artifact sidecar carries the model metadata; an explicit metadata_path is only a cross-check
     if v["labels_path"]:
         v["labels_path"] = _existing("labels_path", v["labels_path"], "one class name per line")
     return NodeConfig(**v)

@@ -88,9 +88,16 @@ def test_cudla_config(tmp_path: Path) -> None:
     loadable.write_bytes(b"\0")
     meta = tmp_path / "meta.yaml"
     meta.write_text("x")
+    with pytest.raises(ParameterError, match="artifact_path"):  # no sidecar next to the loadable
+        params.validate_config({"backend": "cudla", "loadable_path": str(loadable)})
+    (tmp_path / "x.loadable.yaml").write_text("x")
+    cfg = params.validate_config({"backend": "cudla", "loadable_path": str(loadable), "dla_core": 1,
+                                  "preprocess_device": "gpu"})
+    assert cfg.backend == "cudla" and cfg.dla_core == 1
+    assert cfg.artifact_path == str(tmp_path / "x.loadable.yaml") and cfg.metadata_path == ""
     cfg = params.validate_config({"backend": "cudla", "loadable_path": str(loadable),
-                                  "metadata_path": str(meta), "dla_core": 1, "preprocess_device": "gpu"})
-    assert cfg.backend == "cudla" and cfg.dla_core == 1 and cfg.artifact_path == ""
+                                  "artifact_path": str(meta), "metadata_path": str(meta)})
+    assert cfg.artifact_path == cfg.metadata_path == str(meta)
 
 
 def test_labels(tmp_path: Path) -> None:

@@ -1,0 +1,52 @@
+"""Test-wide setup: DDS stays on this machine, and every pytest process gets its own ROS domain.
+
+The environment is set at import time, before any test module can initialise rclpy, so it holds for
+the test process itself and for every child it starts (node processes, replay, capture, launch).
+Fixtures for running the node as a separate process live here; ROS-side helpers in ``_node_helpers``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+def _domain_id() -> int:
+    # distinct per process: pytest-xdist workers (gw0, gw1, ...) and concurrent pytest runs (pid) differ.
+    # 1..200 keeps Fast DDS's port arithmetic (7400 + 250 * domain + ...) well inside the valid range.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    return 1 + (os.getpid() * 7 + index * 13) % 200
+
+
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"  # Jazzy and later
+os.environ["ROS_LOCALHOST_ONLY"] = "1"                     # Humble (deprecated but honoured later)
+os.environ["ROS_DOMAIN_ID"] = str(_domain_id())
+os.environ.setdefault("ROS_LOG_DIR", tempfile.mkdtemp(prefix="dla_infer_test_roslog_"))
+os.environ.setdefault("RCUTILS_COLORIZED_OUTPUT", "0")
+os.environ.setdefault("PYTHONUNBUFFERED", "1")
+
+
+@pytest.fixture(scope="session")
+def ros_env() -> dict[str, str]:
+    """The environment for ROS child processes (a copy of this process's, DDS kept on loopback)."""
+    return dict(os.environ)
+
+
+@pytest.fixture
+def node_runner(tmp_path: Path, ros_env: dict[str, str]) -> Iterator[object]:
+    """Factory for node processes; any still running at teardown are stopped (SIGINT, then SIGKILL)."""
+    from _node_helpers import NodeRunner  # local: keeps ROS-free tests free of the helper's imports
+
+    runner = NodeRunner(tmp_path, ros_env)
+    yield runner
+    runner.cleanup()
+
+
+@pytest.fixture(scope="module")
+def module_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("module")

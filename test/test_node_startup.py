@@ -1,0 +1,92 @@
+"""Startup and shutdown of the node process: invalid parameters, backend failures, signals."""
+
+from __future__ import annotations
+
+import re
+import signal
+from pathlib import Path
+
+import pytest
+import yaml
+from _node_helpers import NodeRunner, RosProbe, write_oracle_model
+
+pytest.importorskip("rclpy", reason="rclpy not importable: run the node tests in the project .venv")
+pytest.importorskip("vision_msgs.msg", reason="vision_msgs not importable: run `make venv`")
+
+
+@pytest.fixture(scope="module")
+def oracle(module_tmp: Path) -> tuple[Path, Path]:
+    return write_oracle_model(module_tmp / "oracle")
+
+
+def _one_parameter_line(output: str, name: str) -> str:
+    assert "Traceback" not in output, output
+    lines = [ln for ln in output.splitlines() if "[parameters]" in ln]
+    assert len(lines) == 1, output
+    assert f"'{name}'" in lines[0] and "allowed" in lines[0]
+    return lines[0]
+
+
+def test_standalone_runtime_mode_is_refused_with_the_reason(node_runner: NodeRunner) -> None:
+    rc, out = node_runner.run_to_exit({"runtime_mode": "standalone"})
+    assert rc == 2, out
+    line = _one_parameter_line(out, "runtime_mode")
+    assert "'standalone'" in line and "hybrid" in line
+    assert "--buildDLAStandalone" in line and "cuda.bindings.cudla" in line
+    assert "does not support the standalone runtime mode" in line
+
+
+@pytest.mark.parametrize("name,value,allowed", [
+    ("backend", "tensorrt", "one of 'onnxruntime', 'cudla'"),
+    ("dla_core", 3, "an integer in [0, 1]"),
+    ("confidence_threshold", 1.5, "a number in [0.0, 1.0]"),
+    ("input_transport", "h264", "one of 'raw', 'compressed'"),
+    ("qos_reliability", "sometimes", "one of 'best_effort', 'reliable'"),
+    ("model_path", "/nonexistent/model.onnx", "an existing file"),
+])
+def test_invalid_startup_parameter_is_one_line(node_runner: NodeRunner, name: str, value: object,
+                                               allowed: str) -> None:
+    rc, out = node_runner.run_to_exit({name: value})
+    assert rc == 2, out
+    line = _one_parameter_line(out, name)
+    assert repr(value) in line and allowed in line
+
+
+def test_cudla_without_libcudla_fails_cleanly_at_a_named_stage(node_runner: NodeRunner, module_tmp: Path,
+                                                               oracle: tuple[Path, Path]) -> None:
+    # a well-formed artifact (sidecar valid, loadable bytes present), so startup gets as far as the
+    # runtime library, which this machine does not have
+    loadable = module_tmp / "oracle.loadable"
+    loadable.write_bytes(b"\x00" * 64)
+    sidecar = module_tmp / "oracle.loadable.yaml"
+    sidecar.write_text(yaml.safe_dump({
+        "artifact_version": 1, "metadata": str(oracle[1]),
+        "tensors": {
+            "inputs": [{"name": "images", "format": "hwc4", "dtype": "fp16", "shape": [1, 3, 64, 64]}],
+            "outputs": [{"name": "head0", "format": "linear", "dtype": "fp16", "shape": [1, 7, 2, 2]}]}}))
+    rc, out = node_runner.run_to_exit({"backend": "cudla", "loadable_path": str(loadable),
+                                       "metadata_path": str(oracle[1])})
+    assert rc == 1, out
+    assert "Traceback" not in out, out
+    m = re.search(r"startup failed: \[(\w+)\]", out)
+    assert m, out
+    assert m.group(1) == "runtime_library", out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_cleanly_with_exit_0(node_runner: NodeRunner, oracle: tuple[Path, Path],
+                                          sig: signal.Signals) -> None:
+    from vision_msgs.msg import LabelInfo
+
+    node = node_runner.start({"model_path": str(oracle[0])})
+    probe = RosProbe("startup_probe")
+    try:
+        labels = probe.collect(LabelInfo, f"{node.namespace}/label_info",
+                               probe.qos(transient_local=True, depth=1))
+        assert probe.spin_until(lambda: labels or node.proc.poll() is not None, 60) and labels, node.output()
+    finally:
+        probe.close()
+    rc = node.stop(sig)
+    out = node.output()
+    assert rc == 0, out
+    assert "stopped: worker joined, backend closed" in out and "Traceback" not in out
