@@ -1,0 +1,34 @@
+"""A DLA execution fault (emulated: DLA_EMU_FAULT_TASK_N) surfaces as an 'execution'-stage error naming
+the CUDA error and the cudla.get_last_error status; the process then exits non-zero. Runs in a child
+process because the emulated fault (a device-side trap) leaves the CUDA context unusable, as a real
+DLA fault leaves CUDA in an inconsistent state.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.emulated
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.mark.parametrize("status", ["ErrorDlaErrEngineTimeout", "ErrorDlaErrDataMismatch"])
+def test_execution_fault_is_reported_and_fatal(tmp_path: Path, status: str, emu: Any) -> None:
+    env = dict(os.environ, DLA_EMU_FAULT_TASK_N="3", DLA_EMU_FAULT_STATUS=status,
+               DLA_EMULATOR_LIB=str(emu.path))
+    proc = subprocess.run([sys.executable, str(HERE / "_fault_child.py"), str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=240)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 3, out
+    assert "frame 1 ok" in out and "frame 2 ok" not in out
+    assert "STAGE=execution" in out
+    assert f"cudla.Status.{status}" in out, out
+    assert "CUDA reported cuda" in out  # the CUDA error name is part of the message
+    assert "SECOND=refused" in out
+    assert "LIVE=(0, 0, 0)" in out  # DLA-side resources released even after the fault
