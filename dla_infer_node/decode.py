@@ -27,6 +27,9 @@ from dla_infer_node.model_meta import ModelMetadata
 
 # Candidates beyond this many (highest scores first) never reach NMS; bounds worst-case latency.
 MAX_NMS_CANDIDATES = 30000
+# Boxes compared against the rest per NMS step (trade-off between numpy call count and wasted work).
+NMS_BLOCK = 32
+NMS_BLOCK_ELEMS = 8192  # when few boxes remain, take them all as one block (a small full matrix)
 
 
 class DecodeError(ModelError):
@@ -78,6 +81,11 @@ def nms(boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_thresh
 
     A box is suppressed by a higher-scoring box of the same class when their IoU is > ``iou_threshold``.
     Classes are separated by shifting each class's boxes by ``class_id * span`` so one pass serves all.
+
+    Exactly the classic greedy result, computed in blocks to keep numpy calls few: the next
+    ``NMS_BLOCK`` unsuppressed boxes (in score order) are compared with all remaining ones at once; the
+    greedy order inside the block is resolved by a fixed-point iteration on its (upper-triangular)
+    suppression matrix, and the block's survivors then suppress the rest.
     """
     m = int(scores.shape[0])
     if m == 0 or max_detections <= 0:
@@ -86,25 +94,40 @@ def nms(boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_thresh
     if m > MAX_NMS_CANDIDATES:
         order = order[:MAX_NMS_CANDIDATES]
     b = boxes[order].astype(np.float32, copy=True)
-    lo, hi = float(b.min()), float(b.max())
-    b += (class_ids[order].astype(np.float32) * np.float32(hi - lo + 1.0))[:, None]
-    x1, y1, x2, y2 = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
-    area = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
-    idx = np.arange(b.shape[0])
-    keep: list[int] = []
-    while idx.size and len(keep) < max_detections:
-        i = int(idx[0])
-        keep.append(i)
-        rest = idx[1:]
-        if not rest.size:
-            break
-        iw = np.clip(np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest]), 0, None)
-        ih = np.clip(np.minimum(y2[i], y2[rest]) - np.maximum(y1[i], y1[rest]), 0, None)
-        inter = iw * ih
-        union = area[i] + area[rest] - inter
-        # IoU > t  <=>  inter > t * union: no division, and zero-area boxes (union 0) never suppress
-        idx = rest[~(inter > np.float32(iou_threshold) * union)]
-    return order[np.asarray(keep, dtype=np.int64)]
+    b += (class_ids[order].astype(np.float32) * np.float32(float(b.max()) - float(b.min()) + 1.0))[:, None]
+    area = np.clip(b[:, 2] - b[:, 0], 0, None) * np.clip(b[:, 3] - b[:, 1], 0, None)
+    thr = np.float32(iou_threshold)
+    rem = np.arange(b.shape[0])
+    kept: list[np.ndarray] = []
+    n_kept = 0
+    while rem.size and n_kept < max_detections:
+        k = min(int(rem.size), max(NMS_BLOCK, NMS_BLOCK_ELEMS // int(rem.size)))
+        rows = rem[:k]
+        bq, br = b[rows], b[rem]
+        inter = np.minimum(bq[:, 2:3], br[:, 2])
+        inter -= np.maximum(bq[:, 0:1], br[:, 0])
+        np.maximum(inter, 0, out=inter)
+        ih = np.minimum(bq[:, 3:4], br[:, 3])
+        ih -= np.maximum(bq[:, 1:2], br[:, 1])
+        np.maximum(ih, 0, out=ih)
+        inter *= ih
+        union = area[rows][:, None] + area[rem][None, :]
+        union -= inter
+        union *= thr
+        sup = inter > union  # IoU > t  <=>  inter > t*union; zero-area boxes (union 0) never suppress
+        tri = np.triu(sup[:, :k], 1)
+        alive = np.ones(k, dtype=bool)
+        while True:  # converges in (longest suppression chain) steps; the fixed point is the greedy one
+            nxt = ~tri[alive].any(axis=0)
+            if np.array_equal(nxt, alive):
+                break
+            alive = nxt
+        kept.append(rows[alive])
+        n_kept += int(alive.sum())
+        gone = sup[alive].any(axis=0)
+        gone[:k] = True
+        rem = rem[~gone]
+    return order[np.concatenate(kept)[:max_detections]]
 
 
 @dataclass(frozen=True)
@@ -185,11 +208,13 @@ def decode_yolov8(tensor: np.ndarray, num_classes: int, conf_threshold: float) -
         raise DecodeError(f"output shape {tensor.shape}; expected [1, {no}, N]", call="decode_yolov8")
     x = tensor[0] if tensor.shape[1] == no else tensor[0].T  # (4+nc, N)
     cls = x[4:no]
-    ids = np.argmax(cls, axis=0)
-    best = np.take_along_axis(cls, ids[np.newaxis], axis=0)[0]
-    cols = np.nonzero(best >= conf_threshold)[0]
+    # max over classes is cheap; argmax along axis 0 is not (measured ~30x slower): argmax survivors only
+    cols = np.nonzero(cls.max(axis=0) >= conf_threshold)[0]
+    sel = cls[:, cols]
+    ids = np.argmax(sel, axis=0)
+    best = sel[ids, np.arange(cols.size)]
     boxes = cxcywh_to_xyxy(x[:4, cols].T.astype(np.float32))
-    return Candidates(boxes, best[cols].astype(np.float32), ids[cols].astype(np.int64))
+    return Candidates(boxes, best.astype(np.float32), ids.astype(np.int64))
 
 
 class Decoder:

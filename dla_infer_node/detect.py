@@ -32,8 +32,17 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _quiet_opencv(cv2: object) -> None:
+    """OpenCV logs its own WARN line for unreadable files; our one-line error says it better."""
+    logging = getattr(getattr(cv2, "utils", None), "logging", None)
+    if logging is not None:
+        logging.setLogLevel(logging.LOG_LEVEL_ERROR)
+
+
 def run(args: argparse.Namespace) -> int:
     import cv2
+
+    _quiet_opencv(cv2)
 
     from dla_infer_node.backends.factory import BackendSettings, open_backend
     from dla_infer_node.image_io import draw_detections
@@ -46,6 +55,9 @@ def run(args: argparse.Namespace) -> int:
         out_dir.mkdir(parents=True, exist_ok=True)
     with Detector(backend, metadata, args.conf, args.iou, args.max_det) as detector:
         for name in args.images:
+            if not Path(name).is_file():
+                raise InputError("image file not found", call="cv2.imread", params={"path": name},
+                                 stage="input")
             image = cv2.imread(name, cv2.IMREAD_COLOR)
             if image is None:
                 raise InputError("cannot read image (missing, unreadable or not an image)", call="cv2.imread",

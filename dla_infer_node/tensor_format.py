@@ -17,8 +17,10 @@ fp16 is stored little-endian; int8 is ``q = clamp(round_half_even(x / scale), -1
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 
 from dla_infer_node.errors import ModelError
@@ -209,21 +211,65 @@ def _scale_for(layout: TensorLayout, scale: float | None, call: str) -> float:
     return float(scale)
 
 
-def _quantise(x: np.ndarray, layout: TensorLayout, scale: float) -> np.ndarray:
-    """x converted to the layout's element type (a temporary only for int8)."""
+class _Scratch(threading.local):
+    """Per-thread reusable temporaries, so that steady-state pack/unpack allocate nothing."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[tuple[str, tuple[int, ...], str], np.ndarray] = {}
+
+    def get(self, tag: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        key = (tag, shape, dtype.str)
+        a = self.arrays.get(key)
+        if a is None:
+            if len(self.arrays) > 64:  # many distinct shapes: forget them rather than grow forever
+                self.arrays.clear()
+            a = self.arrays[key] = np.empty(shape, dtype)
+        return a
+
+
+_scratch = _Scratch()
+
+
+def _elements(x: np.ndarray, layout: TensorLayout, scale: float) -> np.ndarray:
+    """``x`` converted to the layout's element type, C-contiguous (a per-thread scratch array).
+
+    fp16 goes through OpenCV (F16C/SIMD, round-to-nearest-even like numpy's cast, ~7x faster here);
+    int8 uses numpy so the rounding is literally ``rint(x / scale)`` then clamp.
+    """
+    e = _scratch.get("elem", layout.shape, layout.np_dtype)
     if layout.dtype == "fp16":
-        return x  # the cast happens inside the strided assignment, no temporary
-    q = np.divide(x, np.float32(scale), dtype=np.float32)
+        src = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, layout.w)
+        cv2.addWeighted(src, 1.0, src, 0.0, 0.0, dst=e.reshape(-1, layout.w), dtype=cv2.CV_16F)
+        return e
+    q = _scratch.get("quant", layout.shape, np.dtype(np.float32))
+    np.divide(x, np.float32(scale), out=q, dtype=np.float32)
     np.rint(q, out=q)
     np.clip(q, -128, 127, out=q)
-    return q
+    np.copyto(e, q, casting="unsafe")
+    return e
 
 
-def _groups(a: np.ndarray, groups: int, v: int) -> np.ndarray:
-    """``a[:, :groups*v]`` of an (N, C, H, W) array seen as (N, groups, V, H, W), always a view."""
-    sn, sc, sh, sw = a.strides
-    n, _, h, w = a.shape
-    return np.lib.stride_tricks.as_strided(a, (n, groups, v, h, w), (sn, sc * v, sc, sh, sw))
+def _interleaved(buf: np.ndarray, layout: TensorLayout, n: int, plane: int) -> np.ndarray:
+    """The (H, W, V) view of one batch item's plane/channel group (V = 4 for hwc4 C=3/4, 16, 32)."""
+    atom, line, surface, batch = layout.strides
+    return np.ndarray((layout.h, layout.w, layout.vector), dtype=layout.np_dtype, buffer=buf,
+                      offset=n * batch + plane * surface, strides=(line, atom, layout.elem_size))
+
+
+def _merge_into(planes: list[np.ndarray], dst: np.ndarray) -> None:
+    r = cv2.merge(planes, dst)
+    if r is not dst and r.ctypes.data != dst.ctypes.data:  # OpenCV reallocated: copy the result over
+        np.copyto(dst, r.reshape(dst.shape))
+
+
+def _covers_all(layout: TensorLayout) -> bool:
+    """Whether writing every atom (pad channels included) writes every byte: then no zero-fill is needed."""
+    atom, line, surface, batch = layout.strides
+    if layout.format == "linear" or layout.vector == 1:
+        return False
+    groups = 1 if layout.format == "hwc4" else -(-layout.c // layout.vector)
+    return (line == layout.w * atom and surface == line * layout.h and batch == surface * groups
+            and layout.size == batch * layout.n)
 
 
 def pack(
@@ -234,9 +280,9 @@ def pack(
 ) -> np.ndarray:
     """Pack ``x`` ``(N, C, H, W)`` float into a uint8 buffer of ``layout.size`` bytes.
 
-    With ``out`` (a 1-D uint8 array of at least ``layout.size`` bytes) nothing is allocated for fp16;
-    int8 needs one float32 temporary for the rounding. Padding is written as zero on every call, so a
-    reused buffer never leaks a previous frame into pad bytes.
+    With ``out`` (a 1-D uint8 array of at least ``layout.size`` bytes) nothing is allocated in the
+    steady state (temporaries are per-thread and reused). Padding is written as zero on every call, so
+    a reused buffer never leaks a previous frame into pad bytes.
     """
     x = np.asarray(x)
     if x.shape != layout.shape:
@@ -250,18 +296,19 @@ def pack(
         out = np.zeros(layout.size, dtype=np.uint8)
     else:
         _check_buffer(out, layout, "pack")
-        out[: layout.size].fill(0)
-    q = _quantise(x, layout, s)
-    view = layout.element_view(out)
-    if layout.format in ("linear", "hwc4"):
-        np.copyto(view, q, casting="unsafe")
-    else:
-        v = layout.vector
-        full, rem = divmod(layout.c, v)
-        if full:
-            np.copyto(view[:, :full], _groups(q, full, v), casting="unsafe")
-        if rem:
-            np.copyto(view[:, full, :rem], q[:, full * v:], casting="unsafe")
+        if not _covers_all(layout):
+            out[: layout.size].fill(0)
+    e = _elements(x, layout, s)
+    if layout.format == "linear" or layout.vector == 1:  # rows are contiguous: numpy copies row-wise
+        np.copyto(layout.element_view(out), e)
+        return out
+    v, zero = layout.vector, _scratch.get("zero", (layout.h, layout.w), layout.np_dtype)
+    zero.fill(0)
+    groups = 1 if layout.format == "hwc4" else -(-layout.c // v)
+    for n in range(layout.n):
+        for g in range(groups):
+            planes = [e[n, c] if c < layout.c else zero for c in range(g * v, g * v + v)]
+            _merge_into(planes, _interleaved(out, layout, n, g))
     return out
 
 
@@ -286,16 +333,31 @@ def unpack(
     elif out.shape != layout.shape or out.dtype != np.float32 or not out.flags.c_contiguous:
         raise LayoutError(f"out must be C-contiguous float32 of shape {layout.shape}", call="unpack",
                           params={"out_shape": out.shape, "out_dtype": str(out.dtype)})
-    view = layout.element_view(buf)
-    if layout.format in ("linear", "hwc4"):
-        np.copyto(out, view)
-    else:
-        v = layout.vector
-        full, rem = divmod(layout.c, v)
-        if full:
-            np.copyto(_groups(out, full, v), view[:, :full])
-        if rem:
-            np.copyto(out[:, full * v:], view[:, full, :rem])
-    if layout.dtype == "int8":
-        out *= np.float32(s)
+
+    def convert(src: np.ndarray, dst: np.ndarray) -> None:  # one (H, W) plane, src may have row pads
+        if layout.dtype == "fp16":
+            cv2.addWeighted(src, 1.0, src, 0.0, 0.0, dst=dst, dtype=cv2.CV_32F)
+        else:
+            np.multiply(src, np.float32(s), out=dst, dtype=np.float32)
+
+    if layout.format == "linear" or layout.vector == 1:
+        view = layout.element_view(buf)
+        for n in range(layout.n):
+            for c in range(layout.c):
+                convert(view[n, c], out[n, c])
+        return out
+    v = layout.vector
+    planes = [_scratch.get(f"plane{i}", (layout.h, layout.w), layout.np_dtype) for i in range(v)]
+    groups = 1 if layout.format == "hwc4" else -(-layout.c // v)
+    for n in range(layout.n):
+        for g in range(groups):
+            group = _interleaved(buf, layout, n, g)
+            used = min(v, layout.c - g * v)
+            if used * 4 <= v:  # mostly pad lanes (e.g. a 3-channel chw16 input): pick the few we need
+                for i in range(used):
+                    convert(cv2.extractChannel(group, i, dst=planes[i]), out[n, g * v + i])
+                continue
+            got = cv2.split(group, planes)  # fills `planes` in place
+            for i in range(used):
+                convert(got[i], out[n, g * v + i])
     return out

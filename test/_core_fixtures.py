@@ -5,6 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import onnx
+import yaml
+from onnx import TensorProto, helper, numpy_helper
+
 from dla_infer_node.model_meta import ModelMetadata, parse_metadata
 
 ANCHORS_3 = [[10, 13, 16, 30, 33, 23], [30, 61, 62, 45, 59, 119], [116, 90, 156, 198, 373, 326]]
@@ -49,3 +54,52 @@ def make_metadata(
     }
     doc.update(extra or {})
     return parse_metadata(doc, path or Path("/nonexistent/test_model.meta.yaml"))
+
+
+# ---- a tiny raw-head ONNX model (onnx.helper), for backend/pipeline/CLI tests -------------------------
+W, H, NC, NA, STRIDES = 96, 64, 2, 3, (8, 16, 32)
+NO = 5 + NC
+
+
+def build_raw_model(path: Path, consts: list[np.ndarray] | None = None, input_name: str = "images",
+                    seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """head_i = Conv1x1(AveragePool_stride_i(x)) (+ const_i): raw-head shaped outputs, weights returned."""
+    rng = np.random.default_rng(seed)
+    nodes, inits, outputs, weights = [], [], [], []
+    for i, s in enumerate(STRIDES):
+        w = rng.normal(0, 0.5, (NA * NO, 3, 1, 1)).astype(np.float32)
+        b = rng.normal(0, 0.5, (NA * NO,)).astype(np.float32)
+        weights.append((w, b))
+        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
+        nodes.append(helper.make_node("AveragePool", [input_name], [f"p{i}"], kernel_shape=[s, s],
+                                      strides=[s, s]))
+        conv_out = f"head{i}" if consts is None else f"c{i}"
+        nodes.append(helper.make_node("Conv", [f"p{i}", f"w{i}", f"b{i}"], [conv_out]))
+        if consts is not None:
+            inits.append(numpy_helper.from_array(consts[i].astype(np.float32), f"k{i}"))
+            nodes.append(helper.make_node("Add", [conv_out, f"k{i}"], [f"head{i}"]))
+        outputs.append(helper.make_tensor_value_info(f"head{i}", TensorProto.FLOAT,
+                                                     [1, NA * NO, H // s, W // s]))
+    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info(
+        input_name, TensorProto.FLOAT, [1, 3, H, W])], outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return weights
+
+
+def write_metadata(path: Path, onnx_name: str, **kwargs: Any) -> ModelMetadata:
+    """Metadata YAML for :func:`build_raw_model` (defaults) written to ``path``; returns the record."""
+    meta = make_metadata(width=W, height=H, num_classes=NC, path=path, **kwargs)
+    doc = {"name": path.name.split(".")[0], "onnx": onnx_name,
+           "input": {"name": meta.input.name, "width": meta.input.width, "height": meta.input.height,
+                     "channel_order": meta.input.channel_order, "mean": list(meta.input.mean),
+                     "std": list(meta.input.std), "pad_value": meta.input.pad_value},
+           "decoder": {"kind": meta.decoder.kind, "num_classes": meta.decoder.num_classes,
+                       "strides": list(meta.decoder.strides),
+                       "anchors": [[v for pair in a for v in pair] for a in meta.decoder.anchors]},
+           "outputs": [{"name": o.name, "shape": list(o.shape)} for o in meta.outputs],
+           "classes": list(meta.classes)}
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return meta

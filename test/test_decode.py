@@ -144,3 +144,39 @@ def test_many_candidates_any_size() -> None:
         dets = make_decoder(meta)([x], 0.25, 0.45, 300)
         assert 0 < len(dets) <= 300
         assert np.all(np.diff(dets.scores) <= 0)
+
+
+def naive_greedy_nms(boxes: list[list[float]], scores: list[float], ids: list[int], thr: float,
+                     max_det: int) -> list[int]:
+    """The textbook algorithm in plain Python, as an independent reference."""
+    def iou(a: list[float], b: list[float]) -> float:
+        iw = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+        ih = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+        inter = iw * ih
+        union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+        return inter / union if union > 0 else 0.0
+
+    order = sorted(range(len(scores)), key=lambda i: -scores[i])
+    keep: list[int] = []
+    for i in order:
+        if len(keep) == max_det:
+            break
+        if all(ids[k] != ids[i] or iou(boxes[k], boxes[i]) <= thr for k in keep):
+            keep.append(i)
+    return keep
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_nms_equals_textbook_greedy(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(1, 400))
+    xy = rng.uniform(0, 200, (m, 2))
+    wh = rng.uniform(2, 60, (m, 2))
+    boxes = np.concatenate([xy, xy + wh], axis=1).astype(np.float32)
+    scores = rng.permutation(m).astype(np.float32) / m + 0.001  # distinct: the order is unambiguous
+    ids = rng.integers(0, 3, m)
+    thr = float(rng.uniform(0.1, 0.9))
+    max_det = int(rng.integers(1, 300))
+    got = nms(boxes, scores, ids, thr, max_det).tolist()
+    want = naive_greedy_nms(boxes.astype(np.float64).tolist(), scores.tolist(), ids.tolist(), thr, max_det)
+    assert got == want

@@ -5,10 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
-from _core_fixtures import make_metadata
-from onnx import TensorProto, helper, numpy_helper
+from _core_fixtures import NA, NC, NO, STRIDES, H, W, build_raw_model, make_metadata, write_metadata
 
 from dla_infer_node.backends.base import Backend
 from dla_infer_node.backends.factory import BackendSettings, open_backend
@@ -18,37 +16,6 @@ from dla_infer_node.model_meta import ModelMetadata
 from dla_infer_node.pipeline import Detector
 from dla_infer_node.preprocess import reference_preprocess
 from dla_infer_node.resources import model_dirs
-
-W, H, NC, NA, STRIDES = 96, 64, 2, 3, (8, 16, 32)
-NO = 5 + NC
-
-
-def build_raw_model(path: Path, consts: list[np.ndarray] | None = None, input_name: str = "images",
-                    seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
-    """head_i = Conv1x1(AveragePool_stride_i(x)) (+ const_i): raw-head shaped outputs, weights returned."""
-    rng = np.random.default_rng(seed)
-    nodes, inits, outputs, weights = [], [], [], []
-    for i, s in enumerate(STRIDES):
-        w = rng.normal(0, 0.5, (NA * NO, 3, 1, 1)).astype(np.float32)
-        b = rng.normal(0, 0.5, (NA * NO,)).astype(np.float32)
-        weights.append((w, b))
-        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
-        nodes.append(helper.make_node("AveragePool", [input_name], [f"p{i}"], kernel_shape=[s, s],
-                                      strides=[s, s]))
-        conv_out = f"head{i}" if consts is None else f"c{i}"
-        nodes.append(helper.make_node("Conv", [f"p{i}", f"w{i}", f"b{i}"], [conv_out]))
-        if consts is not None:
-            inits.append(numpy_helper.from_array(consts[i].astype(np.float32), f"k{i}"))
-            nodes.append(helper.make_node("Add", [conv_out, f"k{i}"], [f"head{i}"]))
-        outputs.append(helper.make_tensor_value_info(f"head{i}", TensorProto.FLOAT,
-                                                     [1, NA * NO, H // s, W // s]))
-    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info(
-        input_name, TensorProto.FLOAT, [1, 3, H, W])], outputs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))
-    return weights
 
 
 @pytest.fixture
@@ -150,18 +117,9 @@ def test_unavailable_provider(tiny: tuple[Path, ModelMetadata]) -> None:
 
 
 def test_factory_and_settings_validation(tmp_path: Path) -> None:
-    import yaml
-
     p = tmp_path / "tiny.onnx"
     build_raw_model(p)
-    meta = make_metadata(width=W, height=H, num_classes=NC)
-    doc = {"name": "tiny", "onnx": "tiny.onnx",
-           "input": {"name": "images", "width": W, "height": H, "channel_order": "rgb"},
-           "decoder": {"kind": "yolov5_raw", "num_classes": NC, "strides": list(STRIDES),
-                       "anchors": [list(sum(a, ())) for a in meta.decoder.anchors]},
-           "outputs": [{"name": o.name, "shape": list(o.shape)} for o in meta.outputs],
-           "classes": list(meta.classes)}
-    (tmp_path / "tiny.meta.yaml").write_text(yaml.safe_dump(doc))
+    write_metadata(tmp_path / "tiny.meta.yaml", "tiny.onnx")
     for settings in (BackendSettings(model_path=str(p)),
                      BackendSettings(metadata_path=str(tmp_path / "tiny.meta.yaml"), ort_threads=1)):
         backend, md = open_backend(settings)

@@ -152,3 +152,25 @@ def test_pack_errors() -> None:
         pack(np.zeros((1, 3, 2, 2), np.float32), layout, scale=1.0, out=np.zeros(10, np.uint8))
     with pytest.raises(DlaInferError, match="uint8"):
         unpack(np.zeros(layout.size, np.float32), layout, scale=1.0)
+
+
+def test_fp16_rounding_matches_ieee_round_to_nearest_even() -> None:
+    # arbitrary float32 values (not representable in fp16) must round exactly as numpy's IEEE cast does
+    rng = np.random.default_rng(11)
+    x = (rng.normal(0, 100, (1, 5, 7, 9)) * rng.choice([1e-3, 1.0, 50.0], (1, 5, 7, 9))).astype(np.float32)
+    for fmt in ("linear", "chw16"):
+        layout = TensorLayout.dense(fmt, "fp16", *x.shape)
+        back = unpack(pack(x, layout), layout)
+        np.testing.assert_array_equal(back, x.astype("<f2").astype(np.float32))
+
+
+def test_int8_chw32_many_channels_quantisation_by_hand() -> None:
+    layout = TensorLayout.dense("chw32", "int8", 1, 40, 1, 2)
+    x = np.zeros((1, 40, 1, 2), np.float32)
+    x[0, 33, 0, 1] = 0.30  # /0.1 = 3.0 (float: 2.9999998) -> 3, lands in group 1, lane 1, pixel 1
+    x[0, 39, 0, 0] = -99.0  # clamps to -128
+    buf = pack(x, layout, scale=0.1)
+    assert layout.size == 2 * 1 * 2 * 32
+    group1 = buf[64:].view(np.int8).reshape(2, 32)  # [w][lane]
+    assert group1[1, 1] == 3 and group1[0, 7] == -128
+    assert np.count_nonzero(buf) == 2
