@@ -24,6 +24,7 @@ from .bag_meta import (
     dump_offered_qos,
     message_definition,
 )
+from .bag_meta import type_description_hash as type_hash_of
 from .errors import InputError
 
 SCHEMA_ENCODINGS = ("ros2msg", "ros2idl")
@@ -293,9 +294,12 @@ class BagWriter:
         *,
         definition: str | None = None,
         qos: Sequence[QosProfile] = (QosProfile(),),
-        type_description_hash: str = "",
+        type_description_hash: str | None = None,
     ) -> None:
-        """Declare a topic. ``definition`` defaults to the .msg text found on AMENT_PREFIX_PATH."""
+        """Declare a topic. ``definition`` and ``type_description_hash`` default to what the .msg and .json
+        files of the type on AMENT_PREFIX_PATH say ("" where they are not found)."""
+        if type_description_hash is None:
+            type_description_hash = type_hash_of(type_name)
         if name in self._channels:
             raise BagError("topic declared twice", call="add_topic", params={"topic": name})
         if type_name not in self._schemas:

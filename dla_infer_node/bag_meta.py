@@ -11,6 +11,7 @@ Facts followed (rosbag2 storage_mcap / rosbag2_storage):
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -195,6 +196,28 @@ def message_definition(type_name: str, share_dirs: Sequence[Path] | None = None)
         return expand(type_name, 0)
     except FileNotFoundError:
         return ""
+
+
+def type_description_hash(type_name: str, share_dirs: Sequence[Path] | None = None) -> str:
+    """The RIHS01 type hash of ``pkg/msg/Type`` from the ``.json`` type description rosidl installs next
+    to the ``.msg`` file (what ``ros2 bag record`` stores as ``topic_type_hash``); "" when not found."""
+    m = _TYPE_NAME.match(type_name)
+    if not m:
+        return ""
+    for share in share_dirs if share_dirs is not None else _share_dirs():
+        f = share / m.group(1) / "msg" / f"{m.group(2)}.json"
+        if not f.is_file():
+            continue
+        try:
+            hashes = json.loads(f.read_text()).get("type_hashes", [])
+        except (OSError, ValueError, AttributeError):
+            return ""
+        full = f"{m.group(1)}/msg/{m.group(2)}"
+        for entry in hashes:
+            if isinstance(entry, dict) and entry.get("type_name") == full:
+                return str(entry.get("hash_string", ""))
+        return ""
+    return ""
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from dla_infer_node.bag_meta import (
     message_definition,
     msg_dependencies,
     parse_offered_qos,
+    type_description_hash,
 )
 
 IMG = "sensor_msgs/msg/CompressedImage"
@@ -225,3 +227,17 @@ def test_message_definition_concatenates_like_rosbag2(tmp_path: Path) -> None:
         "foo_msgs/Bar",
     }
     assert message_definition("pkg_a/msg/Missing", [share]) == ""
+
+
+def test_type_hash_from_rosidl_json(tmp_path: Path) -> None:
+    msg_dir = tmp_path / "share" / "pkg_a" / "msg"
+    msg_dir.mkdir(parents=True)
+    doc = {
+        "type_hashes": [{"type_name": "pkg_a/msg/T", "hash_string": "RIHS01_ab"}, {"type_name": "x/msg/Y"}]
+    }
+    (msg_dir / "T.json").write_text(json.dumps(doc))
+    assert type_description_hash("pkg_a/msg/T", [tmp_path / "share"]) == "RIHS01_ab"
+    assert type_description_hash("pkg_a/msg/Other", [tmp_path / "share"]) == ""
+    with BagWriter(tmp_path / "h.mcap") as w:
+        w.add_topic("/t", "pkg_a/msg/T", definition="", type_description_hash="RIHS01_cd")
+    assert BagReader(tmp_path / "h.mcap").topics["/t"].type_description_hash == "RIHS01_cd"

@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import cv2
 
@@ -48,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     from sensor_msgs.msg import CompressedImage
 
     period_ns = round(1e9 / args.hz)
-    frames = []
+    frames: list[dict[str, Any]] = []
+    n_objects: list[int] = []
     with BagWriter(args.out, overwrite=True, ros_distro="jazzy") as bag:
         bag.add_topic(TOPIC, "sensor_msgs/msg/CompressedImage", qos=[CAMERA_QOS])
         for i in range(args.frames):
@@ -69,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             # so recordings hold such payloads; storing them aligned keeps replay -> receive byte-identical.
             data += b"\0" * (-len(data) % 4)
             bag.write(TOPIC, data, log_time_ns=stamp + RECEIVE_LATENCY_NS, publish_time_ns=stamp)
+            n_objects.append(len(scene.class_ids))
             frames.append(
                 {
                     "index": i,
@@ -92,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     ground_truth_path(args.out).write_text(json.dumps(truth, indent=1) + "\n")
     size = sum(p.stat().st_size for p in args.out.iterdir())
-    n_obj = sum(len(f["class_ids"]) for f in frames)
+    n_obj = sum(n_objects)
     print(
         f"wrote {args.out} ({BagReader(args.out).message_count} msgs, {size / 1e6:.2f} MB, {n_obj} objects)"
     )
