@@ -3,7 +3,8 @@ scenes (dla_infer_node.synth), plus their ground truth as a JSON sidecar.
 
     .venv/bin/python tools/make_sample_bag.py [--out samples/sample_bag] [--frames 60] [--hz 10]
 
-Deterministic: frame i is generate_scene(seed=SEED0 + i) stamped START + i / hz. Messages are serialized with
+Deterministic: frame i is generate_scene(seed=SEED0 + i) stamped START + i / hz (only the CDR alignment
+padding bytes, which the serializer leaves uninitialised, differ between runs). Messages are serialized with
 rclpy.serialization, so the bag is what `ros2 bag record -s mcap` would hold for such a camera.
 """
 
