@@ -124,7 +124,7 @@ class DlaInferNode(Node):
         self._worker: LatestFrameWorker[tuple[Any, float]] = LatestFrameWorker(
             self._process, on_error=self._on_worker_error, name="dla_infer_worker")
         try:
-            self.config = self._declare_parameters()
+            self.config = self._declare_parameters(check_files=injected is None)
             self._debug_enabled = self.config.debug_image
             backend, metadata = injected if injected is not None else open_configured_backend(self.config)
             try:
@@ -150,7 +150,7 @@ class DlaInferNode(Node):
             f"input={self._sub.topic_name} ({self.config.qos_reliability}, depth {self.config.qos_depth})")
 
     # ---- parameters -------------------------------------------------------------------------------
-    def _declare_parameters(self) -> NodeConfig:
+    def _declare_parameters(self, check_files: bool) -> NodeConfig:
         # rclpy keeps the -p / params-file values here until a parameter is declared (Humble..Kilted);
         # reading them first lets the whole set be validated, with one clear line, before declaring
         overrides = getattr(self, "_parameter_overrides", {})
@@ -158,7 +158,7 @@ class DlaInferNode(Node):
         unknown = sorted(n for n in overrides if n not in SPECS and not n.startswith(_FOREIGN_PARAMETERS))
         if unknown:
             self.get_logger().warning(f"ignoring unknown parameter(s) {unknown}; known: {sorted(SPECS)}")
-        config = validate_config(given)
+        config = validate_config(given, check_files=check_files)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         for spec in PARAMETERS:
             value = getattr(config, spec.name)
