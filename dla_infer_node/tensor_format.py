@@ -229,6 +229,29 @@ class _Scratch(threading.local):
 
 _scratch = _Scratch()
 
+# merge/split only move bits: fp16 travels as uint16 there, which every OpenCV version handles
+_BITS = {"fp16": np.dtype("<u2"), "int8": np.dtype("i1")}
+
+
+def _probe_cv2_fp16() -> bool:
+    """Whether this OpenCV converts float32 <-> float16 in arithmetic ops exactly as numpy does.
+
+    OpenCV 5 does (and ~7x faster than numpy's cast here); older builds may refuse CV_16F there, and
+    then numpy does the conversion.
+    """
+    try:
+        a = np.array([[1.0, 0.1, -2.5e-3, 65504.0, 3.0e-7, 1.0 + 2.0**-11]], np.float32)
+        h = np.empty(a.shape, np.float16)
+        cv2.addWeighted(a, 1.0, a, 0.0, 0.0, dst=h, dtype=cv2.CV_16F)
+        f = np.empty(a.shape, np.float32)
+        cv2.addWeighted(h, 1.0, h, 0.0, 0.0, dst=f, dtype=cv2.CV_32F)
+        return bool(np.array_equal(h, a.astype(np.float16)) and np.array_equal(f, h.astype(np.float32)))
+    except (cv2.error, AttributeError, TypeError):
+        return False
+
+
+CV2_FP16 = _probe_cv2_fp16()
+
 
 def _elements(x: np.ndarray, layout: TensorLayout, scale: float) -> np.ndarray:
     """``x`` converted to the layout's element type, C-contiguous (a per-thread scratch array).
@@ -237,6 +260,9 @@ def _elements(x: np.ndarray, layout: TensorLayout, scale: float) -> np.ndarray:
     int8 uses numpy so the rounding is literally ``rint(x / scale)`` then clamp.
     """
     e = _scratch.get("elem", layout.shape, layout.np_dtype)
+    if layout.dtype == "fp16" and not CV2_FP16:
+        np.copyto(e, x, casting="same_kind")
+        return e
     if layout.dtype == "fp16":
         src = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, layout.w)
         cv2.addWeighted(src, 1.0, src, 0.0, 0.0, dst=e.reshape(-1, layout.w), dtype=cv2.CV_16F)
@@ -250,10 +276,14 @@ def _elements(x: np.ndarray, layout: TensorLayout, scale: float) -> np.ndarray:
 
 
 def _interleaved(buf: np.ndarray, layout: TensorLayout, n: int, plane: int) -> np.ndarray:
-    """The (H, W, V) view of one batch item's plane/channel group (V = 4 for hwc4 C=3/4, 16, 32)."""
+    """The (H, W, V) bit-view of one batch item's plane/channel group (V = 4 for hwc4 C=3/4, 16, 32)."""
     atom, line, surface, batch = layout.strides
-    return np.ndarray((layout.h, layout.w, layout.vector), dtype=layout.np_dtype, buffer=buf,
+    return np.ndarray((layout.h, layout.w, layout.vector), dtype=_BITS[layout.dtype], buffer=buf,
                       offset=n * batch + plane * surface, strides=(line, atom, layout.elem_size))
+
+
+def _typed(bits: np.ndarray, layout: TensorLayout) -> np.ndarray:
+    return bits.view(layout.np_dtype)
 
 
 def _merge_into(planes: list[np.ndarray], dst: np.ndarray) -> None:
@@ -302,8 +332,10 @@ def pack(
     if layout.format == "linear" or layout.vector == 1:  # rows are contiguous: numpy copies row-wise
         np.copyto(layout.element_view(out), e)
         return out
-    v, zero = layout.vector, _scratch.get("zero", (layout.h, layout.w), layout.np_dtype)
+    bits = _BITS[layout.dtype]
+    v, zero = layout.vector, _scratch.get("zero", (layout.h, layout.w), bits)
     zero.fill(0)
+    e = e.view(bits)
     groups = 1 if layout.format == "hwc4" else -(-layout.c // v)
     for n in range(layout.n):
         for g in range(groups):
@@ -335,8 +367,10 @@ def unpack(
                           params={"out_shape": out.shape, "out_dtype": str(out.dtype)})
 
     def convert(src: np.ndarray, dst: np.ndarray) -> None:  # one (H, W) plane, src may have row pads
-        if layout.dtype == "fp16":
+        if layout.dtype == "fp16" and CV2_FP16:
             cv2.addWeighted(src, 1.0, src, 0.0, 0.0, dst=dst, dtype=cv2.CV_32F)
+        elif layout.dtype == "fp16":
+            np.copyto(dst, src)
         else:
             np.multiply(src, np.float32(s), out=dst, dtype=np.float32)
 
@@ -347,7 +381,8 @@ def unpack(
                 convert(view[n, c], out[n, c])
         return out
     v = layout.vector
-    planes = [_scratch.get(f"plane{i}", (layout.h, layout.w), layout.np_dtype) for i in range(v)]
+    bits = _BITS[layout.dtype]
+    planes = [_scratch.get(f"plane{i}", (layout.h, layout.w), bits) for i in range(v)]
     groups = 1 if layout.format == "hwc4" else -(-layout.c // v)
     for n in range(layout.n):
         for g in range(groups):
@@ -355,9 +390,9 @@ def unpack(
             used = min(v, layout.c - g * v)
             if used * 4 <= v:  # mostly pad lanes (e.g. a 3-channel chw16 input): pick the few we need
                 for i in range(used):
-                    convert(cv2.extractChannel(group, i, dst=planes[i]), out[n, g * v + i])
+                    convert(_typed(cv2.extractChannel(group, i, dst=planes[i]), layout), out[n, g * v + i])
                 continue
             got = cv2.split(group, planes)  # fills `planes` in place
             for i in range(used):
-                convert(got[i], out[n, g * v + i])
+                convert(_typed(got[i], layout), out[n, g * v + i])
     return out
