@@ -151,12 +151,27 @@ def test_cpu_path_fusion_probe() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
-def test_launch_geometry_covers_every_byte() -> None:
+@pytest.mark.parametrize("chunk", sorted(set(pk.CHUNK_BYTES.values())))
+def test_launch_geometry_covers_every_byte(chunk: int) -> None:
+    assert pk.STRIDE_ALIGN % chunk == 0  # a chunk never straddles a line, surface or batch boundary
     for size in (1, 15, 16, 17, 4095, 4096, 4097, 640 * 640 * 32, 3 * 640 * 640 * 2 + 40):
-        blocks, threads = pk.launch_geometry(size)
+        blocks, threads = pk.launch_geometry(size, chunk)
         assert threads == pk.BLOCK_THREADS
-        assert blocks * threads * pk.CHUNK_BYTES >= size
-        assert (blocks - 1) * threads * pk.CHUNK_BYTES < size
+        assert blocks * threads * chunk >= size
+        assert (blocks - 1) * threads * chunk < size
+
+
+def test_divisor_magic_is_exact() -> None:
+    rng = np.random.default_rng(4)
+    divisors = [16, 32, 48, 64, 80, 1280, 409600, 1228800, 6553600, 2**30, 2**31 - 1,
+                *(int(d) * 16 for d in rng.integers(1, 2**26, 200))]
+    top = 2**31 - 1
+    for d in divisors:
+        m, s = pk.divisor_magic(d)
+        n = np.concatenate([rng.integers(0, 2**31, 2000), [0, 1, d - 1, d, d + 1, top, top - top % d,
+                                                           top - top % d - 1]]).astype(object)
+        n = n[(n >= 0) & (n <= top)]
+        assert all((int(v) * m >> 32) >> s == int(v) // d for v in n), d
 
 
 def test_check_layout_rejects_what_the_kernel_cannot_fill() -> None:
@@ -228,8 +243,9 @@ def test_kernel_source_compiles_and_struct_matches(tmp_path: Path, arch: str) ->
     src = tmp_path / "preprocess.cu"
     src.write_text(pk.KERNEL_SOURCE + _struct_asserts())
     for es, cpg in pk.VARIANTS if arch == "sm_90" else pk.VARIANTS[:1]:
+        cb = pk.CHUNK_BYTES[(es, cpg)]
         res = subprocess.run([str(NVCC), f"-arch={arch}", "--ptx", f"-DDLA_ES={es}", f"-DDLA_CPG={cpg}",
-                              "-o", str(tmp_path / f"k{es}_{cpg}.ptx"), str(src)],
+                              f"-DDLA_CB={cb}", "-o", str(tmp_path / f"k{es}_{cpg}.ptx"), str(src)],
                              capture_output=True, text=True, timeout=300)
         assert res.returncode == 0, res.stderr
         assert ".entry dla_pack" in (tmp_path / f"k{es}_{cpg}.ptx").read_text()

@@ -59,7 +59,7 @@ def check_layout(spec: InputSpec, layout: TensorLayout, int8_scale: float | None
         problems.append(f"{layout.c} channels (the model input has 3)")
     if (layout.h, layout.w) != (spec.height, spec.width):
         problems.append(f"tensor {layout.w}x{layout.h} != metadata input {spec.width}x{spec.height}")
-    if any(s % pk.CHUNK_BYTES for s in layout.strides[1:]):
+    if any(s % pk.STRIDE_ALIGN for s in layout.strides[1:]):
         problems.append(f"line/surface/batch strides {layout.strides[1:]} not multiples of 16 bytes")
     if not 0 < layout.size < 2**31:
         problems.append(f"size {layout.size} out of range")
@@ -116,11 +116,14 @@ def cpu_path_fuses(spec: InputSpec, new_w: int, new_h: int, dst_w: int) -> bool:
 def compile_kernel(arch: str, variant: tuple[int, int]) -> bytes:
     """The cubin of one kernel variant ``(element bytes, channels per atom)`` for ``arch`` (e.g. ``sm_87``).
 
+    The variant's chunk size (``preprocess_kernel.CHUNK_BYTES``) is compiled in as well.
+
     NVRTC via cuda.core, once per process (and per source hash, so an edited kernel never hits a stale
     entry of the optional disk cache).
     """
     es, cpg = variant
-    key = (pk.SOURCE_SHA256, f"{arch}_e{es}v{cpg}")
+    cb = pk.CHUNK_BYTES[variant]
+    key = (pk.SOURCE_SHA256, f"{arch}_e{es}v{cpg}c{cb}")
     if key in _CUBIN_CACHE:
         return _CUBIN_CACHE[key]
     cache_dir = os.environ.get("DLA_INFER_KERNEL_CACHE")
@@ -139,7 +142,8 @@ def compile_kernel(arch: str, variant: tuple[int, int]) -> bytes:
     try:
         program = Program(pk.KERNEL_SOURCE, code_type="c++",
                           options=ProgramOptions(arch=arch, name="dla_preprocess",
-                                                 define_macro=[("DLA_ES", str(es)), ("DLA_CPG", str(cpg))]))
+                                                 define_macro=[("DLA_ES", str(es)), ("DLA_CPG", str(cpg)),
+                                                               ("DLA_CB", str(cb))]))
         code = bytes(program.compile("cubin").code)
     except Exception as exc:  # NVRTC errors carry the compiler log in their message
         raise GpuPreprocessError(f"NVRTC compile failed: {exc}", call="Program.compile",
@@ -171,6 +175,9 @@ def static_params(spec: InputSpec, layout: TensorLayout, int8_scale: float | Non
     p = pk.PackParams()
     p.size = layout.size
     p.line, p.surface, p.batch = layout.strides[1], layout.strides[2], layout.strides[3]
+    p.line_m, p.line_s = pk.divisor_magic(layout.strides[1])
+    p.surface_m, p.surface_s = pk.divisor_magic(layout.strides[2])
+    p.batch_m, p.batch_s = pk.divisor_magic(layout.strides[3])
     p.n, p.h, p.w, p.c = layout.n, layout.h, layout.w, layout.c
     p.groups = {"linear": layout.c, "hwc4": 1}.get(layout.format, -(-layout.c // layout.vector))
     for k, (mean, std) in enumerate(zip(spec.mean, spec.std, strict=True)):
@@ -224,7 +231,7 @@ class GpuInputPath:
         self._spec, self._layout = input_spec, layout
         self._max_w, self._max_h = int(max_width), int(max_height)
         self.variant = (layout.elem_size, layout.vector)
-        self.grid, self.block = pk.launch_geometry(layout.size)
+        self.grid, self.block = pk.launch_geometry(layout.size, pk.CHUNK_BYTES[self.variant])
         self._ytab_off = input_spec.width * 16
         self._table_bytes = -(-(input_spec.width + input_spec.height) * 16 // TABLE_ALIGN) * TABLE_ALIGN
         self.staging_bytes = self._table_bytes + self._max_w * self._max_h * 4  # 4: widest encoding
@@ -291,7 +298,7 @@ class GpuInputPath:
             raise InputError("GPU input path is closed", call="GpuInputPath.enqueue", stage=STAGE)
         img = check_frame(image, encoding, self._max_w, self._max_h)
         dst, s = int(dst_ptr), int(stream)
-        if dst == 0 or dst % pk.CHUNK_BYTES:
+        if dst == 0 or dst % pk.STRIDE_ALIGN:
             raise GpuPreprocessError("destination must be a non-null, 16-byte aligned device pointer",
                                      call="GpuInputPath.enqueue", params={"dst_ptr": hex(dst)})
         h, w, c = img.shape

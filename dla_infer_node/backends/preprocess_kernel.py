@@ -31,14 +31,20 @@ import numpy as np
 
 COEF_BITS = 11  # OpenCV's INTER_RESIZE_COEF_BITS
 COEF_ONE = 1 << COEF_BITS
-CHUNK_BYTES = 16  # each thread writes one aligned 16-byte chunk of the destination buffer
+STRIDE_ALIGN = 16  # line/surface/batch strides must be multiples of this (every chunk size divides it)
 BLOCK_THREADS = 256
 MAX_CHANNELS = 4
 
 KERNEL_NAME = "dla_pack"
-# (element bytes, channels per pixel atom) the kernel is instantiated for: linear (1), hwc4 (C' = 1 is
-# addressed like a one-plane linear tensor, C' = 4), chw16 (fp16), chw32 (int8).
-VARIANTS = ((2, 1), (1, 1), (2, 4), (1, 4), (2, 16), (1, 32))
+# (element bytes, channels per pixel atom) -> bytes each thread writes. Instantiated for linear (1),
+# hwc4 (C' = 1 is addressed like a one-plane linear tensor, C' = 4), chw16 (fp16), chw32 (int8).
+# Chunks hold about 4 real elements: with 16-byte chunks everywhere the linear and hwc4 kernels had too
+# few threads to hide latency on an H200 (linear int8 reached 22 % of copy bandwidth); chw chunks are
+# mostly pad channels, so they stay 16 bytes wide.
+CHUNK_BYTES: dict[tuple[int, int], int] = {
+    (2, 1): 8, (1, 1): 4, (2, 4): 8, (1, 4): 8, (2, 16): 16, (1, 32): 16,
+}
+VARIANTS = tuple(CHUNK_BYTES)
 
 KERNEL_SOURCE = r"""
 // Fused letterbox + bilinear resize + channel order + normalisation + fp16/int8 + DLA layout.
@@ -55,6 +61,9 @@ struct PackParams {
     unsigned int line;          // byte strides: line, surface, batch (multiples of 16)
     unsigned int surface;
     unsigned int batch;
+    unsigned int line_m, line_s;        // n / d == umulhi(n, m) >> s for n < 2^31 (host-computed)
+    unsigned int surface_m, surface_s;
+    unsigned int batch_m, batch_s;
     int n, groups, h, w, c;     // groups: planes (linear), 1 (hwc4), ceil(C/V) (chw16/chw32)
     int pad_x, pad_y, new_w, new_h;
     int fused;                  // 1: fma like the CPU path's SIMD loop, 0: its scalar loop (mul, add)
@@ -79,14 +88,19 @@ __device__ __forceinline__ unsigned short f32_to_f16(float f) {
     return h;
 }
 
-// The 16 output bytes live in four registers; element i is inserted with compile-time shifts (a union
-// indexed at run time would go to local memory).
+__device__ __forceinline__ unsigned int fast_div(unsigned int n, unsigned int m, unsigned int s) {
+    return __umulhi(n, m) >> s;  // exact for n < 2^31 with the host's (m, s); see divisor_magic()
+}
+
+// The output bytes live in registers; element i is inserted with compile-time shifts (a union indexed
+// at run time would go to local memory).
+template <int CB>
 struct Chunk {
-    unsigned int w[4];
+    unsigned int w[CB / 4];
 };
 
-template <int ES>
-__device__ __forceinline__ void put(Chunk& out, int i, float f, float scale) {
+template <int ES, int CB>
+__device__ __forceinline__ void put(Chunk<CB>& out, int i, float f, float scale) {
     unsigned int bits;
     if (ES == 2) {
         bits = f32_to_f16(f);
@@ -108,26 +122,30 @@ __device__ __forceinline__ int resample(const unsigned char* __restrict__ r0,
     return min(max((v + 2) >> 2, 0), 255);
 }
 
-template <int ES, int CPG>
+template <int ES, int CPG, int CB>
 __device__ __forceinline__ void pack_chunk(const PackParams& p) {
-    constexpr int EPC = 16 / ES;                      // elements per chunk
+    constexpr int EPC = CB / ES;                      // elements per chunk
     constexpr int PIX = EPC >= CPG ? EPC / CPG : 1;   // pixels per chunk
     constexpr int CH = EPC >= CPG ? CPG : EPC;        // channel slots per pixel in one chunk
-    const unsigned int off = (blockIdx.x * blockDim.x + threadIdx.x) * 16u;
+    const unsigned int off = (blockIdx.x * blockDim.x + threadIdx.x) * (unsigned int)CB;
     if (off >= p.size) return;
-    Chunk out = {{0u, 0u, 0u, 0u}};
-    const unsigned int n = off / p.batch;
+    Chunk<CB> out;
+#pragma unroll
+    for (int k = 0; k < CB / 4; ++k) out.w[k] = 0u;
+    const unsigned int n = fast_div(off, p.batch_m, p.batch_s);
     unsigned int r = off - n * p.batch;
-    const unsigned int g = r / p.surface;
+    const unsigned int g = fast_div(r, p.surface_m, p.surface_s);
     r -= g * p.surface;
-    const unsigned int y = r / p.line;
+    const unsigned int y = fast_div(r, p.line_m, p.line_s);
     const unsigned int e0 = (r - y * p.line) / ES;    // first element of the chunk within its line
-    if (n < (unsigned int)p.n && g < (unsigned int)p.groups && y < (unsigned int)p.h) {
+    const unsigned int x0 = e0 / CPG;
+    const unsigned int k0 = e0 % CPG;
+    // rows past H, planes past G, batch slack, and chunks holding only pad channels stay zero
+    if (n < (unsigned int)p.n && g < (unsigned int)p.groups && y < (unsigned int)p.h &&
+        g * CPG + k0 < (unsigned int)p.c) {
         const int yy = (int)y - p.pad_y;
         const bool yin = yy >= 0 && yy < p.new_h;
         const int4 yt = yin ? p.ytab[yy] : make_int4(0, 0, 0, 0);
-        const unsigned int x0 = e0 / CPG;
-        const unsigned int k0 = e0 % CPG;
 #pragma unroll
         for (int i = 0; i < PIX; ++i) {
             const unsigned int x = x0 + i;
@@ -148,32 +166,42 @@ __device__ __forceinline__ void pack_chunk(const PackParams& p) {
                         } else {
                             f = pick_f(p.pad, ch);
                         }
-                        put<ES>(out, i * CH + j, f, p.scale);
+                        put<ES, CB>(out, i * CH + j, f, p.scale);
                     }
                 }
             }
         }
     }
-    if (off + 16u <= p.size) {
-        *reinterpret_cast<uint4*>(p.dst + off) = make_uint4(out.w[0], out.w[1], out.w[2], out.w[3]);
-    } else {  // the last, partial chunk of a buffer whose size is not a multiple of 16
+    if (off + CB <= p.size) {
+        if (CB == 16) {
+            *reinterpret_cast<uint4*>(p.dst + off) = make_uint4(out.w[0], out.w[1 % (CB / 4)],
+                                                                out.w[2 % (CB / 4)], out.w[3 % (CB / 4)]);
+        } else if (CB == 8) {
+            *reinterpret_cast<uint2*>(p.dst + off) = make_uint2(out.w[0], out.w[1 % (CB / 4)]);
+        } else {
+            *reinterpret_cast<unsigned int*>(p.dst + off) = out.w[0];
+        }
+    } else {  // the last, partial chunk of a buffer whose size is not a multiple of CB
 #pragma unroll
-        for (int b = 0; b < 16; ++b) {
+        for (int b = 0; b < CB; ++b) {
             if (off + b < p.size) p.dst[off + b] = (unsigned char)(out.w[b / 4] >> (8 * (b % 4)));
         }
     }
 }
 
-// One kernel per compile: DLA_ES (element bytes) and DLA_CPG (channels per pixel atom) come from -D
-// options, which keeps NVRTC time at startup to one instantiation.
+// One kernel per compile: DLA_ES (element bytes), DLA_CPG (channels per pixel atom) and DLA_CB (bytes per
+// thread) come from -D options, which keeps NVRTC time at startup to one instantiation.
 #ifndef DLA_ES
 #define DLA_ES 2
 #endif
 #ifndef DLA_CPG
 #define DLA_CPG 1
 #endif
+#ifndef DLA_CB
+#define DLA_CB 16
+#endif
 extern "C" __global__ void __launch_bounds__(256) dla_pack(const PackParams p) {
-    pack_chunk<DLA_ES, DLA_CPG>(p);
+    pack_chunk<DLA_ES, DLA_CPG, DLA_CB>(p);
 }
 """
 
@@ -192,6 +220,12 @@ class PackParams(ctypes.Structure):
         ("line", ctypes.c_uint32),
         ("surface", ctypes.c_uint32),
         ("batch", ctypes.c_uint32),
+        ("line_m", ctypes.c_uint32),
+        ("line_s", ctypes.c_uint32),
+        ("surface_m", ctypes.c_uint32),
+        ("surface_s", ctypes.c_uint32),
+        ("batch_m", ctypes.c_uint32),
+        ("batch_s", ctypes.c_uint32),
         ("n", ctypes.c_int32),
         ("groups", ctypes.c_int32),
         ("h", ctypes.c_int32),
@@ -271,7 +305,21 @@ def emulate_resize(image: np.ndarray, new_w: int, new_h: int) -> np.ndarray:
     return np.clip((v + 2) >> 2, 0, 255).astype(np.uint8)
 
 
-def launch_geometry(size: int) -> tuple[int, int]:
-    """``(blocks, threads)`` covering ``size`` bytes with one 16-byte chunk per thread."""
-    chunks = -(-int(size) // CHUNK_BYTES)
+def divisor_magic(d: int) -> tuple[int, int]:
+    """``(m, s)`` with ``n // d == (n * m >> 32) >> s`` for every ``0 <= n < 2**31`` (``2 <= d < 2**31``).
+
+    Granlund-Montgomery round-up method: with ``p = 31 + ceil(log2 d)`` and ``m = ceil(2**p / d)`` the
+    error ``m*d - 2**p < d`` adds less than ``2**(31-p) <= 1/d`` to ``n/d``, too little to cross an integer.
+    """
+    if not 2 <= d < 2**31:
+        raise ValueError(f"divisor {d} out of range")
+    p = 31 + (d - 1).bit_length()
+    m = -(-(1 << p) // d)
+    assert m < 2**32
+    return m, p - 32
+
+
+def launch_geometry(size: int, chunk_bytes: int) -> tuple[int, int]:
+    """``(blocks, threads)`` covering ``size`` bytes with one ``chunk_bytes`` chunk per thread."""
+    chunks = -(-int(size) // chunk_bytes)
     return max(1, -(-chunks // BLOCK_THREADS)), BLOCK_THREADS
