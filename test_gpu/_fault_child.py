@@ -21,10 +21,10 @@ from emulator import cases
 
 
 def main() -> int:
-    if conftest.FAKE:
-        from emulator.testing import fake_cuda as cuda
-    else:
-        from dla_infer_node.backends import cuda_runtime as cuda
+    import importlib
+
+    runtime = "emulator.testing.fake_cuda" if conftest.FAKE else "dla_infer_node.backends.cuda_runtime"
+    cuda = importlib.import_module(runtime)
     art = cases.oracle_artifact(sys.argv[1], "hwc4", "fp16", "chw16", "fp16")
     be = CudlaBackend(load_artifact(art.sidecar), cuda=cuda)
     frame = cases.make_frame(0).image

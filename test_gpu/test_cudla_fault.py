@@ -25,6 +25,9 @@ def test_execution_fault_is_reported_and_fatal(tmp_path: Path, status: str, emu:
     proc = subprocess.run([sys.executable, str(HERE / "_fault_child.py"), str(tmp_path)], env=env,
                           capture_output=True, text=True, timeout=240)
     out = proc.stdout + proc.stderr
+    if os.environ.get("DLA_TEST_OUT"):  # keep the message for the run's record
+        with open(Path(os.environ["DLA_TEST_OUT"]) / "fault_messages.txt", "a", encoding="utf-8") as f:
+            f.write(out + "\n")
     assert proc.returncode == 3, out
     assert "frame 1 ok" in out and "frame 2 ok" not in out
     assert "STAGE=execution" in out
