@@ -230,7 +230,7 @@ class _Scratch(threading.local):
 _scratch = _Scratch()
 
 # merge/split only move bits: fp16 travels as uint16 there, which every OpenCV version handles
-_BITS = {"fp16": np.dtype("<u2"), "int8": np.dtype("i1")}
+_BITS: dict[str, np.dtype] = {"fp16": np.dtype("<u2"), "int8": np.dtype("i1")}
 
 
 def _probe_cv2_fp16() -> bool:
