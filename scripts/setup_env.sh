@@ -63,6 +63,10 @@ if [[ ! -x "$VENV/bin/python" ]] || ! py_ok "$VENV/bin/python"; then
     "$PY" -m venv "$VENV" || die "python -m venv failed (Debian/Ubuntu: apt-get install python3-venv)"
 fi
 VPY="$VENV/bin/python"
+# The venv (the ROS wheels' share/*/package.xml) and our build/install trees must stay invisible to colcon
+# when this checkout sits in a workspace's src/ (the robot's workflow); interfaces/ has its own marker.
+mkdir -p "$ROOT/install"
+for d in "$VENV" "$ROOT/build" "$ROOT/install"; do [[ -e "$d/COLCON_IGNORE" ]] || : > "$d/COLCON_IGNORE"; done
 PYVER="$("$VPY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
 
 # --- 2. dependencies -------------------------------------------------------------------------------------
