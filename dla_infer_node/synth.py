@@ -167,10 +167,17 @@ def _outline(rng: np.random.Generator, cls: str, cx: float, cy: float, r: float)
     return [(poly * np.array([sx, sy])) @ rot.T + np.array([cx, cy]) for poly in _SHAPES[cls]]
 
 
-def generate_scene(seed: int, width: int = 640, height: int = 480) -> Scene:
-    """Draw one scene. Deterministic by ``seed`` (and the scene size)."""
+def generate_scene(seed: int, width: int = 640, height: int = 480, *, min_objects: int = 3,
+                   max_objects: int = 10) -> Scene:
+    """Draw one scene. Deterministic by ``seed`` (and the scene size / object-count range).
+
+    The object count is drawn from [min_objects, max_objects]; placements that break the occlusion or
+    truncation caps are skipped, so crowded requests may yield fewer objects.
+    """
     if width < 32 or height < 32:
         raise ValueError(f"scene must be at least 32x32, got {width}x{height}")
+    if not 0 <= min_objects <= max_objects:
+        raise ValueError(f"need 0 <= min_objects <= max_objects, got {min_objects}, {max_objects}")
     rng = np.random.default_rng(seed)
     h, w = height, width
     img = _background(rng, h, w)
@@ -180,7 +187,7 @@ def generate_scene(seed: int, width: int = 640, height: int = 480) -> Scene:
     boxes: list[list[float]] = []
     classes: list[int] = []
     scale = math.sqrt((w * h) / (640.0 * 480.0))
-    n_target = int(rng.integers(3, 11))
+    n_target = int(rng.integers(min_objects, max_objects + 1))
     for _ in range(n_target * 4):                 # attempts; rejected placements are simply skipped
         if len(boxes) >= n_target:
             break

@@ -20,7 +20,7 @@ from torch import nn
 class ConvBnAct(nn.Module):
     def __init__(self, cin: int, cout: int, k: int = 3, s: int = 1) -> None:
         super().__init__()
-        self.conv = nn.Conv2d(cin, cout, k, s, k // 2, bias=False)
+        self.conv = nn.Conv2d(cin, cout, k, s, k // 2 if k % 2 else 0, bias=False)
         self.bn = nn.BatchNorm2d(cout, eps=1e-3, momentum=0.03)
         self.act = nn.ReLU(inplace=True)
 
@@ -55,7 +55,9 @@ class ShapesYolo(nn.Module):
         super().__init__()
         self.nc, self.na = num_classes, num_anchors
         self.no = num_anchors * (5 + num_classes)
-        self.stem = nn.Sequential(ConvBnAct(3, 16, 3, 2), ConvBnAct(16, 32, 3, 2))        # /4
+        # patchify stem (4x4 conv, stride 4): no full-resolution activations, the costliest part of a
+        # 3x3-stride-2 stem on a CPU; the DLA runs kernels up to 32x32 with strides up to 8
+        self.stem = ConvBnAct(3, 32, 4, 4)                                                 # /4
         self.s8 = nn.Sequential(ConvBnAct(32, 48, 3, 2), ConvBnAct(48, 48))              # /8
         self.s16 = nn.Sequential(ConvBnAct(48, 96, 3, 2), ConvBnAct(96, 96))             # /16
         self.s32 = nn.Sequential(ConvBnAct(96, 128, 3, 2), ConvBnAct(128, 128), Sppf(128))  # /32
