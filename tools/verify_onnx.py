@@ -1,0 +1,49 @@
+"""Check that ONNX Runtime reproduces the torch outputs saved at export (shapes_yolo.check.npz).
+
+    /work/devvenv/bin/python tools/verify_onnx.py models/shapes_yolo.onnx models/shapes_yolo.check.npz
+
+Also checks the graph uses only DLA-friendly operators. Needs onnxruntime + onnx, not torch.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+# operators the DLA executes (with BN folded into Conv); anything else would fall back to the GPU
+DLA_OPS = {"Conv", "Relu", "LeakyRelu", "Sigmoid", "MaxPool", "Resize", "Upsample", "Concat",
+           "Constant"}  # Constant: only the Resize scales (weights to TensorRT, not a layer)
+
+
+def main(onnx_path: str, check_path: str) -> int:
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.load(onnx_path)
+    ops = {n.op_type for n in model.graph.node}
+    extra = ops - DLA_OPS
+    print(f"opset {model.opset_import[0].version}; operators: {sorted(ops)}")
+    ref = np.load(check_path)
+    sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    worst = 0.0
+    x = ref["x"]
+    for i in range(len(x)):
+        outs = sess.run(names, {sess.get_inputs()[0].name: x[i:i + 1]})
+        for j, o in enumerate(outs):
+            r = ref[f"out{i}_{j}"]
+            assert o.shape == r.shape, (o.shape, r.shape)
+            worst = max(worst, float(np.abs(o - r).max() / (np.abs(r).max() + 1e-6)))
+    print(f"inputs {[(i.name, i.shape) for i in sess.get_inputs()]}; outputs "
+          f"{[(o.name, o.shape) for o in sess.get_outputs()]}")
+    print(f"max relative difference ORT vs torch: {worst:.2e}")
+    ok = worst < 1e-4 and not extra
+    if extra:
+        print(f"NOT DLA-friendly operators present: {sorted(extra)}")
+    print("OK" if ok else "FAILED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
