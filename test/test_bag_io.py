@@ -241,3 +241,43 @@ def test_type_hash_from_rosidl_json(tmp_path: Path) -> None:
     with BagWriter(tmp_path / "h.mcap") as w:
         w.add_topic("/t", "pkg_a/msg/T", definition="", type_description_hash="RIHS01_cd")
     assert BagReader(tmp_path / "h.mcap").topics["/t"].type_description_hash == "RIHS01_cd"
+
+
+def test_reads_a_bag_written_by_another_mcap_writer(tmp_path: Path) -> None:
+    """A bag as rosbag2 itself lays it out (version-9 metadata with named QoS policies, LZ4 chunks, no
+    rosbag2 metadata record, a library string of its own) reads the same way."""
+    from mcap.writer import CompressionType
+
+    bag = tmp_path / "recorded"
+    bag.mkdir()
+    qos9 = "- history: keep_last\n  depth: 7\n  reliability: best_effort\n  durability: volatile\n"
+    with (bag / "recorded_0.mcap").open("wb") as f:
+        w = Writer(f, compression=CompressionType.LZ4)
+        w.start(profile="ros2", library="libmcap 1.4.0")
+        sid = w.register_schema(name=IMG, encoding="ros2msg", data=b"std_msgs/Header header\nuint8[] data\n")
+        cid = w.register_channel(
+            topic="/cam/compressed",
+            message_encoding="cdr",
+            schema_id=sid,
+            metadata={"offered_qos_profiles": qos9, "topic_type_hash": "RIHS01_00"},
+        )
+        for i in range(3):
+            w.add_message(channel_id=cid, log_time=500 + i, data=_payload(i), publish_time=400 + i)
+        w.finish()
+    info = {
+        "version": 9,
+        "storage_identifier": "mcap",
+        "relative_file_paths": ["recorded_0.mcap"],
+        "compression_format": "",
+        "compression_mode": "",
+    }
+    (bag / "metadata.yaml").write_text(yaml.safe_dump({"rosbag2_bagfile_information": info}))
+    r = BagReader(bag)
+    t = r.topics["/cam/compressed"]
+    assert (t.type, t.message_count, t.type_description_hash) == (IMG, 3, "RIHS01_00")
+    assert parse_offered_qos(t.offered_qos_profiles) == [
+        QosProfile("keep_last", 7, "best_effort", "volatile")
+    ]
+    msgs = list(r.messages())
+    assert [m.data for m in msgs] == [_payload(i) for i in range(3)]
+    assert [(m.log_time_ns, m.publish_time_ns) for m in msgs] == [(500, 400), (501, 401), (502, 402)]
