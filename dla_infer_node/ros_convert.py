@@ -83,6 +83,17 @@ def detection_array(dets: Detections, header: Header, classes: Sequence[str],
     return out
 
 
+def from_detection_array(msg: Detection2DArray) -> tuple[np.ndarray, list[str], list[float]]:
+    """The inverse of :func:`detection_array`: (xyxy boxes (N, 4) float64, class ids, scores)."""
+    rows = [(d.bbox.center.position.x, d.bbox.center.position.y, d.bbox.size_x, d.bbox.size_y)
+            for d in msg.detections]
+    c = np.asarray(rows, np.float64).reshape(-1, 4)
+    boxes = np.hstack([c[:, :2] - c[:, 2:] / 2, c[:, :2] + c[:, 2:] / 2])
+    ids = [d.results[0].hypothesis.class_id if d.results else "" for d in msg.detections]
+    scores = [float(d.results[0].hypothesis.score) if d.results else 0.0 for d in msg.detections]
+    return boxes, ids, scores
+
+
 def label_info(classes: Sequence[str], threshold: float, header: Header | None = None) -> LabelInfo:
     """LabelInfo: class index -> name map (published once, transient-local) and the score threshold."""
     msg = LabelInfo()
