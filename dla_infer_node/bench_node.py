@@ -1,0 +1,246 @@
+"""Node overhead benchmark (not a test): ``python -m dla_infer_node.bench_node [--out FILE.json]``.
+
+Results go to ``bench/results/node.json`` by default.
+
+One run, three processes on one 1920x1080 rgb8 stream (best effort, depth 1, as a camera publishes):
+
+- ``publisher``: publishes frames at ``--rate`` Hz, each stamped with the wall clock at publish time;
+- ``node``: the real node (``main(injected=...)``) with a zero-cost backend, so what is measured is the
+  node itself: deserialisation, message->view, worker hand-off, decode of an empty output, building and
+  publishing the Detection2DArray;
+- ``measure``: a bare rclpy subscriber to the same image topic (its callback only notes the time) that
+  also subscribes to the node's ``detections``.
+
+Throughput ratio = detection arrays received / images received by the bare subscriber (target >= 0.9).
+Added latency per frame = (detections received - stamp) - (bare image received - stamp), per frame,
+median (target <= 1.5 ms); it includes the hop of the small detections message back to the measurer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+NS = "/bench"
+W, H = 1920, 1080
+
+
+def _env() -> dict[str, str]:
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    os.environ["ROS_LOCALHOST_ONLY"] = "1"
+    os.environ.setdefault("ROS_DOMAIN_ID", str(1 + (os.getpid() * 3) % 200))
+    return dict(os.environ)
+
+
+def zero_cost_backend() -> tuple[Any, Any]:
+    """A backend that returns a constant, all-negative 1x1 raw head at once: no boxes, no inference."""
+    from pathlib import Path as _P
+
+    from dla_infer_node.backends.base import RawOutputs
+    from dla_infer_node.model_meta import parse_metadata
+    from dla_infer_node.preprocess import Letterbox
+
+    meta = parse_metadata({
+        "name": "zero_cost",
+        "input": {"name": "images", "width": 32, "height": 32},
+        "decoder": {"kind": "yolov5_raw", "num_classes": 1, "strides": [32], "anchors": [[16, 16]]},
+        "outputs": [{"name": "head0", "shape": [1, 6, 1, 1]}], "classes": ["thing"]},
+        _P("zero_cost.meta.yaml"))
+    head = np.full((1, 6, 1, 1), -20.0, np.float32)
+
+    class ZeroCost:
+        name = "zero_cost"
+
+        def infer(self, image: np.ndarray, encoding: str) -> RawOutputs:
+            return RawOutputs([head], Letterbox.fit(image.shape[1], image.shape[0], 32, 32))
+
+        def close(self) -> None:
+            pass
+
+    return ZeroCost(), meta
+
+
+def _qos() -> Any:
+    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+
+
+def _ros(name: str) -> tuple[Any, Any, threading.Event]:
+    import rclpy
+    from rclpy.signals import SignalHandlerOptions
+
+    stop = threading.Event()
+    rclpy.init(args=[name], signal_handler_options=SignalHandlerOptions.NO)
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, lambda *_: stop.set())
+    return rclpy, rclpy.create_node(name), stop
+
+
+def role_publisher(args: argparse.Namespace) -> int:
+    from sensor_msgs.msg import Image
+
+    rclpy, node, stop = _ros("bench_publisher")
+    pub = node.create_publisher(Image, f"{NS}/image", _qos())
+    msg = Image()
+    msg.height, msg.width, msg.encoding, msg.step, msg.header.frame_id = H, W, "rgb8", W * 3, "bench"
+    msg.data = np.random.default_rng(0).integers(0, 256, H * W * 3, dtype=np.uint8).tobytes()
+    deadline = time.monotonic() + 60
+    while pub.get_subscription_count() < 2 and time.monotonic() < deadline and not stop.is_set():
+        time.sleep(0.05)
+    stop.wait(args.warmup)
+    sent, period = 0, 1.0 / args.rate
+    t0 = time.monotonic()
+    while not stop.is_set() and time.monotonic() - t0 < args.duration:
+        now = time.time_ns()
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(now, 1_000_000_000)
+        pub.publish(msg)
+        sent += 1
+        stop.wait(max(0.0, t0 + sent * period - time.monotonic()))
+    Path(args.result).write_text(json.dumps({"published": sent, "seconds": time.monotonic() - t0}))
+    node.destroy_node()
+    rclpy.shutdown()
+    return 0
+
+
+def role_measure(args: argparse.Namespace) -> int:
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.executors import SingleThreadedExecutor
+    from sensor_msgs.msg import Image
+    from vision_msgs.msg import Detection2DArray
+
+    rclpy, node, stop = _ros("bench_measure")
+    bare: dict[int, int] = {}
+    dets: dict[int, int] = {}
+    diag: dict[str, str] = {}
+
+    def key(msg: Any) -> int:
+        return int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
+
+    def on_diag(msg: Any) -> None:
+        for st in msg.status:
+            if st.name.startswith(f"{NS}/dla_infer_node:"):
+                diag.update({kv.key: kv.value for kv in st.values})
+
+    node.create_subscription(Image, f"{NS}/image", lambda m: bare.__setitem__(key(m), time.time_ns()), _qos())
+    node.create_subscription(Detection2DArray, f"{NS}/detections",
+                             lambda m: dets.__setitem__(key(m), time.time_ns()), 50)
+    node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    while not stop.is_set():
+        executor.spin_once(timeout_sec=0.05)
+    Path(args.result).write_text(json.dumps({"bare": bare, "detections": dets, "diagnostics": diag}))
+    node.destroy_node()
+    rclpy.shutdown()
+    return 0
+
+
+def role_node(_: argparse.Namespace) -> int:
+    from dla_infer_node.node import main as node_main
+
+    return node_main(["bench_node", "--ros-args", "-r", f"__ns:={NS}", "-p", "diagnostics_period:=1.0"],
+                     injected=zero_cost_backend())
+
+
+def _pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def orchestrate(args: argparse.Namespace) -> int:
+    env = _env()
+    load_before = os.getloadavg()[0]  # other work on the machine skews both sides: recorded with the result
+    tmp = Path(tempfile.mkdtemp(prefix="bench_node_"))
+    me = [sys.executable, "-m", "dla_infer_node.bench_node"]
+
+    def start(role: str, *extra: str) -> subprocess.Popen[bytes]:
+        with open(tmp / f"{role}.log", "wb") as log:
+            return subprocess.Popen([*me, "--role", role, "--result", str(tmp / f"{role}.json"), *extra],
+                                    env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    node = start("node")
+    measure = start("measure")
+    time.sleep(3.0)  # let both subscribe before the publisher starts its wait
+    pub = start("publisher", "--rate", str(args.rate), "--duration", str(args.duration),
+                "--warmup", str(args.warmup))
+    try:
+        pub.wait(args.duration + args.warmup + 120)
+        time.sleep(2.0)  # in-flight frames and one more diagnostics period
+    finally:
+        for p in (measure, node, pub):
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        rcs = [p.wait(30) for p in (measure, node, pub)]
+    if any(rcs):
+        for role in ("node", "measure", "publisher"):
+            print(f"--- {role}.log\n{(tmp / f'{role}.log').read_text()}", file=sys.stderr)
+        print(f"bench_node: a process failed (measure, node, publisher exit codes {rcs})", file=sys.stderr)
+        return 1
+    m = json.loads((tmp / "measure.json").read_text())
+    p = json.loads((tmp / "publisher.json").read_text())
+    bare = {int(k): v for k, v in m["bare"].items()}
+    dets = {int(k): v for k, v in m["detections"].items()}
+    both = sorted(set(bare) & set(dets))
+    lat_bare = [(bare[k] - k) / 1e6 for k in bare]
+    lat_node = [(dets[k] - k) / 1e6 for k in dets]
+    added = [(dets[k] - bare[k]) / 1e6 for k in both]
+    ratio = len(dets) / max(len(bare), 1)
+    result = {
+        "benchmark": "node overhead, zero-cost backend vs bare rclpy subscriber, one run",
+        "stream": {"width": W, "height": H, "encoding": "rgb8", "rate_hz": args.rate, "seconds": p["seconds"],
+                   "qos": "best_effort depth 1"},
+        "frames": {"published": p["published"], "bare_received": len(bare), "node_detections": len(dets),
+                   "both": len(both)},
+        "node_counters": m["diagnostics"],
+        "throughput_hz": {"bare": len(bare) / p["seconds"], "node": len(dets) / p["seconds"]},
+        "throughput_ratio": ratio,
+        "latency_ms": {"bare_p50": _pct(lat_bare, 50), "bare_p95": _pct(lat_bare, 95),
+                       "node_p50": _pct(lat_node, 50), "node_p95": _pct(lat_node, 95)},
+        "added_ms_per_frame": {"p50": _pct(added, 50), "p95": _pct(added, 95),
+                               "mean": float(np.mean(added)) if added else float("nan")},
+        "targets": {"throughput_ratio_min": 0.9, "added_ms_p50_max": 1.5},
+        "pass": {"throughput": ratio >= 0.9, "added_latency": _pct(added, 50) <= 1.5},
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                    "python": platform.python_version(), "load_avg_1m_before": load_before},
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"frames published {p['published']}, bare received {len(bare)}, node answered {len(dets)} "
+          f"({ratio:.3f} of bare; target >= 0.9)")
+    lat = result["latency_ms"]
+    print(f"latency p50 bare {lat['bare_p50']:.2f} ms, node {lat['node_p50']:.2f} ms; "
+          f"added per frame p50 {result['added_ms_per_frame']['p50']:.2f} ms "
+          f"(p95 {result['added_ms_per_frame']['p95']:.2f}; target <= 1.5)")
+    print(f"bench_node: wrote {args.out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench_node", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--role", choices=("orchestrate", "publisher", "measure", "node"), default="orchestrate")
+    ap.add_argument("--rate", type=float, default=30.0, help="frames per second published")
+    ap.add_argument("--duration", type=float, default=20.0, help="seconds of publishing")
+    ap.add_argument("--warmup", type=float, default=3.0, help="seconds between discovery and the first frame")
+    ap.add_argument("--out", type=Path, default=Path("bench/results/node.json"))
+    ap.add_argument("--result", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    roles = {"orchestrate": orchestrate, "publisher": role_publisher, "measure": role_measure,
+             "node": role_node}
+    return roles[args.role](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
