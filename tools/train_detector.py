@@ -1,6 +1,6 @@
 """Train the shapes detector on synthetic scenes (PyTorch, CPU) and export it for the package.
 
-    /work/trainvenv/bin/python tools/train_detector.py --iters 3000 --out models/
+    /work/trainvenv/bin/python tools/train_detector.py --out models/
 
 Deterministic by --seed: scene seeds, weight init and batch order all derive from it. Training scenes use
 seeds in [0, TRAIN_SEED_LIMIT); evaluation (dla_infer_node.evaluate) uses seeds >= 10_000_000, so the
@@ -179,7 +179,7 @@ def git_revision() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--iters", type=int, default=1400)
+    ap.add_argument("--iters", type=int, default=2400)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--time-budget", type=float, default=1680.0,
                     help="wall seconds; if the CPU is slower than planned the LR schedule follows elapsed "
