@@ -80,6 +80,22 @@ class Letterbox:
         return out
 
 
+def _scale_shift(src: np.ndarray, alpha: float, gamma: float, dst: np.ndarray) -> None:
+    """``dst = src * alpha + gamma`` as float32, uint8 plane in, written into ``dst`` (a strided view).
+
+    OpenCV exposes its fast ``convertTo(dst, CV_32F, alpha, gamma)`` to Python only through
+    ``normalize(NORM_MINMAX)``, which maps [src.min, src.max] linearly onto [a, b]: choosing
+    ``a = min*alpha + gamma`` and ``b = max*alpha + gamma`` makes that exactly ``alpha`` and ``gamma``
+    (to float rounding, <1e-7 relative). Measured 2-2.5x faster than ``addWeighted`` on a 640x360 plane.
+    ``normalize`` orders a/b itself, so a negative ``alpha`` takes the general path.
+    """
+    if alpha > 0:
+        lo, hi, _, _ = cv2.minMaxLoc(src)
+        cv2.normalize(src, dst, lo * alpha + gamma, hi * alpha + gamma, cv2.NORM_MINMAX, cv2.CV_32F)
+    else:
+        cv2.addWeighted(src, alpha, src, 0.0, gamma, dst=dst, dtype=cv2.CV_32F)
+
+
 def _source_index(encoding: str, channel_order: str) -> tuple[int, int, int]:
     """For each model channel (in metadata order) the channel index in the source frame."""
     r, g, b = RGB_INDEX[encoding]
@@ -157,9 +173,7 @@ class Preprocessor:
                 small = cv2.resize(src, (lb.new_w, lb.new_h), dst=self._small, interpolation=cv2.INTER_LINEAR)
             planes = [small] if c == 1 else cv2.split(small, self._planes)
             for k, s in enumerate(_source_index(encoding, self.spec.channel_order)):
-                p = planes[s]
-                cv2.addWeighted(p, self._alpha[k], p, 0.0, self._gamma[k], dst=self._views[k],
-                                dtype=cv2.CV_32F)
+                _scale_shift(planes[s], self._alpha[k], self._gamma[k], self._views[k])
         except cv2.error as exc:
             raise InputError(f"OpenCV failed: {exc}", call="Preprocessor",
                              params={"shape": img.shape, "encoding": encoding}, stage="preprocess") from exc

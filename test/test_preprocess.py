@@ -128,3 +128,12 @@ def test_bad_frames(image: object, encoding: str, words: str) -> None:
     with pytest.raises(InputError, match=words) as info:
         pre(image, encoding)  # type: ignore[arg-type]
     assert "[preprocess]" in str(info.value)
+
+
+def test_constant_planes_and_negative_std() -> None:
+    meta = make_metadata(width=32, height=32, mean=(5.0, 0.0, 0.0), std=(-2.0, 3.0, 255.0))
+    for img in (np.full((20, 30, 3), 77, np.uint8),
+                np.random.default_rng(9).integers(0, 256, (20, 30, 3), dtype=np.uint8)):
+        got, _ = Preprocessor(meta.input)(img, "rgb8")
+        ref, _ = reference_preprocess(img, "rgb8", meta.input)
+        np.testing.assert_allclose(got, ref, atol=2e-5)
