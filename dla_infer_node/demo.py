@@ -129,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
             print("demo: capture did not subscribe; its log:\n" + (out / "capture.log").read_text(),
                   file=sys.stderr)
             return 1
+        time.sleep(1.0)  # discovery is per pair: give the node's publisher time to match the capture too
         print(f"demo: replaying {args.bag} ({topic.message_count} frames) at rate {args.rate} ...",
               file=sys.stderr)
         replay = subprocess.run([sys.executable, "-m", "dla_infer_node.replay", str(args.bag), "--rate",

@@ -68,6 +68,10 @@ def replayed(module_tmp: Path, ros_env: dict[str, str]) -> tuple[Path, list[Any]
     ns = node.namespace
     rec = Recorder(f"{ns}/detections", depth=200, node_name="replay_test_capture")
     try:
+        deadline = time.monotonic() + 90  # the node is up and its detections reach us before replaying
+        while rec.publisher_count() < 1 and time.monotonic() < deadline and node.proc.poll() is None:
+            time.sleep(0.1)
+        assert rec.publisher_count() >= 1, node.output()
         replay = subprocess.run(
             [sys.executable, "-m", "dla_infer_node.replay", str(BAG), "--rate", "0.5", "--remap",
              f"{TOPIC}:={ns}/image/compressed", "--wait-subscribers", "1", "--wait-timeout", "90",
