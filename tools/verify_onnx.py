@@ -1,6 +1,8 @@
 """Check that ONNX Runtime reproduces the torch outputs saved at export (shapes_yolo.check.npz).
 
     /work/devvenv/bin/python tools/verify_onnx.py models/shapes_yolo.onnx models/shapes_yolo.check.npz
+    # shrink a training-run check file to what models/ ships (first input stored as uint8, ~0.5 MB):
+    /work/devvenv/bin/python tools/verify_onnx.py --compact FULL.npz models/shapes_yolo.check.npz
 
 Also checks the graph uses only DLA-friendly operators. Needs onnxruntime + onnx, not torch.
 """
@@ -28,7 +30,8 @@ def main(onnx_path: str, check_path: str) -> int:
     sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     worst = 0.0
-    x = ref["x"]
+    # compact files hold the input as uint8 pixels; the network input is exactly pixel / 255
+    x = ref["x_u8"].astype(np.float32) / 255.0 if "x_u8" in ref else ref["x"]
     for i in range(len(x)):
         outs = sess.run(names, {sess.get_inputs()[0].name: x[i:i + 1]})
         for j, o in enumerate(outs):
@@ -45,5 +48,17 @@ def main(onnx_path: str, check_path: str) -> int:
     return 0 if ok else 1
 
 
+def compact(full_path: str, out_path: str) -> None:
+    ref = np.load(full_path)
+    x = ref["x"][:1]
+    u8 = np.round(x * 255.0).astype(np.uint8)
+    if not np.array_equal(u8.astype(np.float32) / 255.0, x):
+        raise SystemExit("first check input is not an 8-bit image; cannot compact it losslessly")
+    np.savez_compressed(out_path, x_u8=u8, **{k: ref[k] for k in ref.files if k.startswith("out0_")})
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--compact":
+        compact(sys.argv[2], sys.argv[3])
+        sys.exit(0)
     sys.exit(main(sys.argv[1], sys.argv[2]))
