@@ -179,7 +179,7 @@ def git_revision() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--iters", type=int, default=4000)
+    ap.add_argument("--iters", type=int, default=6500)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--time-budget", type=float, default=1680.0,
                     help="wall seconds; if the CPU is slower than planned the LR schedule follows elapsed "
