@@ -12,7 +12,7 @@ PYTEST_ARGS ?= --timeout=600
 export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
 export ROS_LOCALHOST_ONLY := 1
 
-.PHONY: venv test demo bench lint test-gpu clean
+.PHONY: venv test demo bench lint test-gpu bench-gpu clean
 
 venv:
 	@bash scripts/setup_env.sh
@@ -37,6 +37,14 @@ lint: venv
 # Runs on a GPU machine with its system Python (not .venv): scripts/test_gpu.sh sets itself up.
 test-gpu:
 	bash scripts/test_gpu.sh
+
+# GPU benchmark (system Python, like test-gpu): kernel vs device copy, and the backend's whole per-frame cost
+# through the DLA EMULATOR (test infrastructure) with the GPU and the CPU input path. Writes bench/results/gpu.json.
+GPU_BENCH_OUT ?= bench/results/gpu.json
+bench-gpu:
+	bash emulator/build.sh emulator/build >/dev/null
+	DLA_EMULATOR_LIB=$(CURDIR)/emulator/build/libcudla.so.1 LD_LIBRARY_PATH=$(CURDIR)/emulator/build$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} \
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $${PYTHON:-python3} -m dla_infer_node.bench_gpu --out $(GPU_BENCH_OUT)
 
 clean:
 	rm -rf $(VENV) build/ install/ log/ .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -130,3 +130,10 @@ def test_markdown_table_lists_every_parameter() -> None:
     table = params.markdown_table()
     for p in params.PARAMETERS:
         assert f"`{p.name}`" in table
+
+
+def test_readme_parameter_table_is_the_generated_one() -> None:
+    # README.md carries the table verbatim; regenerate it with
+    # .venv/bin/python -c "from dla_infer_node.params import markdown_table; print(markdown_table())"
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert params.markdown_table() in readme, "README.md's parameter table is out of date"
