@@ -1,7 +1,8 @@
 """The ROS 2 node: parameters, QoS, topics, the latest-frame worker, diagnostics. The ONLY rclpy module.
 
-Data path: subscription callback (executor thread) -> ``LatestFrameWorker.submit`` (never blocks) ->
-worker thread: message -> ndarray view (:mod:`ros_convert`/:mod:`image_io`) -> ``Detector.detect`` ->
+Data path: subscription callback (executor thread; serialized bytes, ``raw=True``) ->
+``LatestFrameWorker.submit`` (never blocks) -> worker thread: bytes -> header + zero-copy ndarray view
+(:mod:`cdr_image`, :mod:`ros_convert`, :mod:`image_io`) -> ``Detector.detect`` ->
 ``detections`` (+ ``debug_image`` while subscribed). Everything below the wiring is ROS-free.
 Exit codes of :func:`main`: 0 after SIGINT/SIGTERM, 2 for an invalid parameter (one line naming it),
 1 for a backend that cannot start or a fatal accelerator fault (so a launch file's respawn restarts it).
@@ -33,6 +34,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
@@ -40,6 +42,7 @@ from vision_msgs.msg import Detection2DArray, LabelInfo
 
 from dla_infer_node import ros_convert
 from dla_infer_node.backends.base import Backend
+from dla_infer_node.cdr_image import UnsupportedEncoding
 from dla_infer_node.errors import BackendError, DlaInferError, InputError, ParameterError
 from dla_infer_node.image_io import draw_detections
 from dla_infer_node.model_meta import ModelMetadata
@@ -121,7 +124,7 @@ class DlaInferNode(Node):
         self._debug_images = 0
         self._latency_s: deque[float] = deque(maxlen=512)
         self._last_diag = (time.monotonic(), 0, 0, 0)
-        self._worker: LatestFrameWorker[tuple[Any, float]] = LatestFrameWorker(
+        self._worker: LatestFrameWorker[tuple[bytes, float]] = LatestFrameWorker(
             self._process, on_error=self._on_worker_error, name="dla_infer_worker")
         try:
             self.config = self._declare_parameters(check_files=injected is None)
@@ -202,21 +205,37 @@ class DlaInferNode(Node):
         header = Header()
         header.stamp = self.get_clock().now().to_msg()
         self._label_pub.publish(ros_convert.label_info(self.classes, cfg.confidence_threshold, header))
-        msg_type: Any = CompressedImage if cfg.input_transport == "compressed" else Image
-        topic = "image/compressed" if cfg.input_transport == "compressed" else "image"
-        self._sub = self.create_subscription(msg_type, topic, self._on_image,
-                                             image_qos(cfg.qos_reliability, cfg.qos_depth))
+        self._compressed = cfg.input_transport == "compressed"
+        self._msg_type: Any = CompressedImage if self._compressed else Image
+        topic = "image/compressed" if self._compressed else "image"
+        # raw=True: the executor thread hands over the serialized bytes; the worker reads the few header
+        # fields and views the pixels in place (cdr_image), instead of rclpy copying every frame into
+        # Python objects on the executor thread first
+        self._sub = self.create_subscription(self._msg_type, topic, self._on_image,
+                                             image_qos(cfg.qos_reliability, cfg.qos_depth), raw=True)
         if cfg.diagnostics_period > 0:
             self._diag_timer = self.create_timer(cfg.diagnostics_period, self._publish_diagnostics)
 
-    def _on_image(self, msg: Any) -> None:
-        self._worker.submit((msg, time.monotonic()))  # the executor thread never waits for inference
+    def _on_image(self, raw: bytes) -> None:
+        self._worker.submit((raw, time.monotonic()))  # the executor thread never waits for inference
 
     # ---- worker thread ----------------------------------------------------------------------------
-    def _process(self, item: tuple[Any, float]) -> None:
-        msg, t_in = item
+    def _frame(self, raw: bytes) -> tuple[np.ndarray, str, Header]:
         try:
+            return ros_convert.frame_from_serialized(raw, self._compressed)
+        except UnsupportedEncoding:  # not plain CDR (another rmw's encoding): the general deserializer
+            try:
+                msg = deserialize_message(raw, self._msg_type)
+            except Exception as exc:  # rclpy raises plain exceptions for undecodable bytes
+                raise InputError(f"cannot deserialize: {exc}", call="rclpy.serialization.deserialize_message",
+                                 params={"bytes": len(raw)}, stage="input") from exc
             frame, encoding = ros_convert.frame_from_msg(msg)
+            return frame, encoding, msg.header
+
+    def _process(self, item: tuple[bytes, float]) -> None:
+        raw, t_in = item
+        try:
+            frame, encoding, header = self._frame(raw)
             dets = self._detector.detect(frame, encoding)
         except InputError as exc:
             with self._lock:
@@ -225,7 +244,7 @@ class DlaInferNode(Node):
             self.get_logger().warning(f"dropped an unusable frame ({n} so far): {exc}",
                                       throttle_duration_sec=5.0)
             return
-        self._det_pub.publish(ros_convert.detection_array(dets, msg.header, self.classes,
+        self._det_pub.publish(ros_convert.detection_array(dets, header, self.classes,
                                                           self.config.class_id_mode))
         with self._lock:
             self._latency_s.append(time.monotonic() - t_in)
@@ -233,7 +252,7 @@ class DlaInferNode(Node):
             self._detections += len(dets)
         if self._debug_enabled and self._debug_pub.get_subscription_count() > 0:
             canvas = draw_detections(frame, encoding, dets, self.classes)
-            self._debug_pub.publish(ros_convert.bgr8_image(canvas, msg.header))
+            self._debug_pub.publish(ros_convert.bgr8_image(canvas, header))
             with self._lock:
                 self._debug_images += 1
 

@@ -25,6 +25,7 @@ from vision_msgs.msg import (
     VisionClass,
 )
 
+from dla_infer_node import cdr_image
 from dla_infer_node.detections import Detections
 from dla_infer_node.image_io import decode_compressed, fields_from_bgr8, image_from_fields
 
@@ -46,6 +47,29 @@ def frame_from_msg(msg: Image | CompressedImage) -> tuple[np.ndarray, str]:
     if isinstance(msg, CompressedImage):
         return frame_from_compressed(msg)
     return frame_from_image(msg)
+
+
+def frame_from_serialized(raw: bytes, compressed: bool) -> tuple[np.ndarray, str, Header]:
+    """Frame, encoding and header of a serialized Image (or CompressedImage) without deserializing it.
+
+    The raw frame is a zero-copy view into ``raw``. Raises :class:`cdr_image.UnsupportedEncoding` for a
+    buffer that is not plain CDR (deserialize it instead) and InputError for anything unusable.
+    """
+    if compressed:
+        c = cdr_image.parse_compressed(raw)
+        frame, encoding = decode_compressed(c.data)
+        return frame, encoding, header_from_fields(c.header)
+    f = cdr_image.parse_image(raw)
+    view = image_from_fields(f.encoding, f.height, f.width, f.step, f.data, f.is_bigendian)
+    return view, f.encoding, header_from_fields(f.header)
+
+
+def header_from_fields(fields: cdr_image.StampedHeader) -> Header:
+    out = Header()
+    out.stamp.sec = fields.sec
+    out.stamp.nanosec = fields.nanosec
+    out.frame_id = fields.frame_id
+    return out
 
 
 def copy_header(header: Header) -> Header:

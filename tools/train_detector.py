@@ -167,9 +167,9 @@ class YoloLoss:
 
 
 def collate(samples: list[tuple[np.ndarray, np.ndarray]]) -> tuple[torch.Tensor, torch.Tensor]:
-    """uint8 HWC canvases + per-image targets -> NCHW float batch (channels-last in memory) + (M, 6) targets."""
+    """uint8 HWC canvases + per-image targets -> NCHW float batch (channels-last memory), (M, 6) targets."""
     imgs = np.stack([im for im, _ in samples])                     # (B, H, W, 3) uint8
-    x = torch.from_numpy(imgs).permute(0, 3, 1, 2).float().div_(255.0)  # channels-last view, no copy of order
+    x = torch.from_numpy(imgs).permute(0, 3, 1, 2).float().div_(255.0)  # NHWC memory, NCHW shape
     tgts = [np.concatenate([np.full((len(t), 1), i, np.float32), t], 1) for i, (_, t) in enumerate(samples)]
     return x.contiguous(memory_format=torch.channels_last), torch.from_numpy(np.concatenate(tgts))
 
