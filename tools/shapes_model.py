@@ -47,18 +47,19 @@ class Sppf(nn.Module):
 
 
 class ShapesYolo(nn.Module):
-    """Backbone (strides 2..32) + top-down FPN + three raw heads at strides 8, 16, 32."""
+    """Patchify stem + backbone + top-down FPN + three raw heads at strides 2, 4 and 8 x ``stem``."""
 
-    strides = (8, 16, 32)
-
-    def __init__(self, num_classes: int, num_anchors: int = 3) -> None:
+    def __init__(self, num_classes: int, num_anchors: int = 3, stem: int = 4, stem_channels: int = 32) -> None:
         super().__init__()
         self.nc, self.na = num_classes, num_anchors
         self.no = num_anchors * (5 + num_classes)
-        # patchify stem (4x4 conv, stride 4): no full-resolution activations, the costliest part of a
-        # 3x3-stride-2 stem on a CPU; the DLA runs kernels up to 32x32 with strides up to 8
-        self.stem = ConvBnAct(3, 32, 4, 4)                                                 # /4
-        self.s8 = nn.Sequential(ConvBnAct(32, 48, 3, 2), ConvBnAct(48, 48))              # /8
+        self.strides = (2 * stem, 4 * stem, 8 * stem)
+        # patchify stem (stem x stem conv, stride stem): no full-resolution activations, the costliest part
+        # of a 3x3-stride-2 stem on a CPU. With stem 8 on a full-resolution input the stem still sees every
+        # pixel (small objects keep their detail) while everything after it costs what it did with stem 4
+        # on a half-resolution input. The DLA runs kernels up to 32x32 with strides up to 8.
+        self.stem = ConvBnAct(3, stem_channels, stem, stem)                               # /stem
+        self.s8 = nn.Sequential(ConvBnAct(stem_channels, 48, 3, 2), ConvBnAct(48, 48))   # /2stem
         self.s16 = nn.Sequential(ConvBnAct(48, 96, 3, 2), ConvBnAct(96, 96))             # /16
         self.s32 = nn.Sequential(ConvBnAct(96, 128, 3, 2), ConvBnAct(128, 128), Sppf(128))  # /32
         self.up = nn.Upsample(scale_factor=2.0, mode="nearest")
@@ -105,8 +106,8 @@ def fold_batchnorm(model: nn.Module) -> nn.Module:
     return model
 
 
-def export_onnx(model: nn.Module, path: str, input_hw: tuple[int, int], opset: int = 13,
-                output_names: Sequence[str] = ("head_s8", "head_s16", "head_s32")) -> None:
+def export_onnx(model: nn.Module, path: str, input_hw: tuple[int, int], output_names: Sequence[str],
+                opset: int = 13) -> None:
     """Export batch-1 static-shape ONNX ending at the raw heads (legacy TorchScript exporter)."""
     model.eval()
     dummy = torch.zeros(1, 3, input_hw[0], input_hw[1])

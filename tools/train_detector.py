@@ -35,7 +35,7 @@ from shapes_model import ShapesYolo, export_onnx, fold_batchnorm  # noqa: E402
 from dla_infer_node.synth import CLASS_NAMES, generate_scene  # noqa: E402
 
 TRAIN_SEED_LIMIT = 1_000_000
-INPUT_W, INPUT_H = 320, 256
+INPUT_W, INPUT_H = 320, 256  # network input; --input changes it (module globals, set once in main)
 PAD_VALUE = 114
 TRAIN_OBJECTS = (5, 16)  # object-count range of training scenes
 ANCHOR_T = 4.0          # YOLOv5 anchor-match threshold on the w/h ratio
@@ -247,6 +247,9 @@ def main() -> None:
     ap.add_argument("--fresh", type=int, default=3,
                     help="new scenes per batch; the rest of the batch replays mirrored recent scenes")
     ap.add_argument("--replay-capacity", type=int, default=12000, help="scenes kept for replay (uint8)")
+    ap.add_argument("--input", default="320x256", help="network input WxH (multiples of 8 x --stem)")
+    ap.add_argument("--stem", type=int, default=4, help="patchify stem kernel = stride; heads at 2/4/8 x this")
+    ap.add_argument("--stem-channels", type=int, default=32)
     ap.add_argument("--time-budget", type=float, default=1680.0,
                     help="wall seconds; if the CPU is slower than planned the LR schedule follows elapsed "
                          "time instead of iterations and training stops at the budget (recorded in meta)")
@@ -256,6 +259,10 @@ def main() -> None:
     ap.add_argument("--ckpt", type=Path, default=None, help="checkpoint file (saved every 200 iters)")
     ap.add_argument("--resume", action="store_true")
     args = ap.parse_args()
+    global INPUT_W, INPUT_H
+    INPUT_W, INPUT_H = (int(v) for v in args.input.lower().split("x"))
+    if INPUT_W % (8 * args.stem) or INPUT_H % (8 * args.stem):
+        ap.error(f"--input {args.input}: both sides must be multiples of {8 * args.stem}")
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -265,7 +272,7 @@ def main() -> None:
     print("anchors (input px):", np.round(anchors_np, 1).tolist(), flush=True)
     anchors = torch.from_numpy(anchors_np.astype(np.float32))
     nc = len(CLASS_NAMES)
-    model = ShapesYolo(nc)
+    model = ShapesYolo(nc, stem=args.stem, stem_channels=args.stem_channels)
     model.init_head_bias((INPUT_H, INPUT_W))
     # channels-last activations: oneDNN's convolutions run ~25 % faster per sample on this CPU
     model = model.to(memory_format=torch.channels_last)
@@ -276,7 +283,7 @@ def main() -> None:
     other_p = [q for n, q in model.named_parameters() if q.ndim <= 1]
     groups = [{"params": decay_p, "weight_decay": 5e-4}, {"params": other_p, "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.999))
-    crit = YoloLoss(anchors, ShapesYolo.strides, nc)
+    crit = YoloLoss(anchors, model.strides, nc)
     warm = min(100, args.iters // 10)
     stopped_at = None
     start_it = 0
@@ -336,7 +343,8 @@ def export(ema: torch.nn.Module, anchors: np.ndarray, args: argparse.Namespace, 
     args.out.mkdir(parents=True, exist_ok=True)
     net = fold_batchnorm(copy.deepcopy(ema).to(memory_format=torch.contiguous_format)).eval()
     onnx_path = args.out / "shapes_yolo.onnx"
-    export_onnx(net, str(onnx_path), (INPUT_H, INPUT_W))
+    names = [f"head_s{s}" for s in net.strides]
+    export_onnx(net, str(onnx_path), (INPUT_H, INPUT_W), names)
     # reference outputs for the ONNX Runtime check (tools/verify_onnx.py): folded and unfolded nets agree
     rng = np.random.default_rng(args.seed)
     x = np.stack([make_sample(TRAIN_SEED_LIMIT - 1 - i)[0] for i in range(2)] +
@@ -358,13 +366,14 @@ def export(ema: torch.nn.Module, anchors: np.ndarray, args: argparse.Namespace, 
         "input": {"name": "images", "width": INPUT_W, "height": INPUT_H, "channel_order": "rgb",
                   "mean": [0.0, 0.0, 0.0], "std": [255.0, 255.0, 255.0], "pad_value": PAD_VALUE},
         "decoder": {"kind": "yolov5_raw", "num_classes": len(CLASS_NAMES),
-                    "strides": list(ShapesYolo.strides),
+                    "strides": list(net.strides),
                     "anchors": [[round(float(v), 2) for v in a.reshape(-1)] for a in anchors]},
         "outputs": [{"name": n, "shape": [1, no, INPUT_H // s, INPUT_W // s]}
-                    for n, s in zip(("head_s8", "head_s16", "head_s32"), ShapesYolo.strides, strict=True)],
+                    for n, s in zip(names, net.strides, strict=True)],
         "classes": list(CLASS_NAMES),
         "training": {"seed": args.seed, "revision": git_revision(), "iterations": iters,
                      "planned_iterations": args.iters, "time_bound": stopped_at is not None,
+                     "stem": args.stem, "stem_channels": args.stem_channels,
                      "batch": args.batch, "fresh_per_batch": args.fresh,
                      "replay_capacity": args.replay_capacity, "scenes": scenes,
                      "train_seeds": f"[{args.seed * TRAIN_SEED_LIMIT // 10}, "
