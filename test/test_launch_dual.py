@@ -55,6 +55,7 @@ def generate_test_description() -> LaunchDescription:
 class TestBothInstancesAnswer(unittest.TestCase):
     def test_each_camera_gets_detections(self, proc_output: Any) -> None:
         import rclpy
+        from rcl_interfaces.srv import GetParameters
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import Image
@@ -67,6 +68,7 @@ class TestBothInstancesAnswer(unittest.TestCase):
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
         got: dict[int, list[Any]] = {0: [], 1: []}
+        dla_cores: dict[int, Any] = {}
         try:
             qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
             pubs = {core: node.create_publisher(Image, topic, qos) for core, (_, topic) in CAMERAS.items()}
@@ -86,6 +88,13 @@ class TestBothInstancesAnswer(unittest.TestCase):
                 end = time.monotonic() + 0.5
                 while time.monotonic() < end:
                     executor.spin_once(timeout_sec=0.05)
+            for core, (ns, _) in CAMERAS.items():  # the dual launch file's point: one DLA core per instance
+                client = node.create_client(GetParameters, f"/{ns}/dla_infer_node/get_parameters")
+                if client.wait_for_service(timeout_sec=30):
+                    future = client.call_async(GetParameters.Request(names=["dla_core"]))
+                    executor.spin_until_future_complete(future, timeout_sec=30)
+                    result = future.result()
+                    dla_cores[core] = result.values[0].integer_value if result and result.values else None
         finally:
             executor.shutdown()
             node.destroy_node()
@@ -93,6 +102,7 @@ class TestBothInstancesAnswer(unittest.TestCase):
         for core in CAMERAS:  # each instance answers its own camera only
             frames = {d.header.frame_id for d in got[core]}
             self.assertEqual(frames, {f"cam{core}"}, f"instance {core} answered {frames}")
+        self.assertEqual(dla_cores, {0: 0, 1: 1}, "dla_core per instance (parameter services)")
 
 
 @launch_testing.post_shutdown_test()
