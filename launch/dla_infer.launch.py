@@ -7,13 +7,16 @@ Arguments: params_file (default: the installed config/cpu_demo.yaml), namespace 
 image_topic (what the node's ``image`` input is remapped to; ``image/compressed`` follows it as
 ``<image_topic>/compressed``), backend (empty: keep the params file's value), log_level, respawn (restart
 the node after it exits, e.g. after a DLA fault, which ends the node with exit code 1).
+An exit with code 2 (an invalid parameter) is never respawned: restarting cannot fix a configuration, so
+the launch shuts down with the node's one-line reason in the log instead of looping every 2 s.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction, RegisterEventHandler, Shutdown
+from launch.event_handlers import OnProcessExit
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
@@ -21,6 +24,7 @@ from launch_ros.substitutions import FindPackageShare
 from launch import LaunchContext, LaunchDescription
 
 PACKAGE = "dla_infer_node"
+EXIT_BAD_PARAMETER = 2  # dla_infer_node.node.main's exit code for an invalid parameter
 
 
 def node_action(*, params_file: str, namespace: str = "", image_topic: str = "image", backend: str = "",
@@ -48,19 +52,32 @@ def node_action(*, params_file: str, namespace: str = "", image_topic: str = "im
     )
 
 
+def stop_on_bad_parameters(node: Node) -> RegisterEventHandler:
+    """Shut the launch down when ``node`` exits with an invalid parameter (before any respawn)."""
+
+    def on_exit(event: Any, context: LaunchContext) -> list[Any] | None:
+        if event.returncode != EXIT_BAD_PARAMETER:
+            return None  # a fault (1) or a clean stop (0): respawn, if enabled, does its job
+        reason = f"{event.action.name} exited with an invalid parameter (see its last log line)"
+        return [LogInfo(msg=reason + "; not respawning, shutting down"), Shutdown(reason=reason)]
+
+    return RegisterEventHandler(OnProcessExit(target_action=node, on_exit=on_exit))
+
+
 def _truthy(text: str) -> bool:
     return text.strip().lower() in ("1", "true", "yes", "on")
 
 
-def _setup(context: LaunchContext) -> list[Node]:
+def _setup(context: LaunchContext) -> list[Any]:
     # arguments are evaluated here (not passed on as substitutions) so that an empty backend can mean
     # "keep the file's value" and respawn can be a plain bool on every ROS 2 distribution
     def arg(name: str) -> str:
         return LaunchConfiguration(name).perform(context)
 
-    return [node_action(params_file=arg("params_file"), namespace=arg("namespace"),
-                        image_topic=arg("image_topic"), backend=arg("backend"),
-                        log_level=arg("log_level"), respawn=_truthy(arg("respawn")))]
+    node = node_action(params_file=arg("params_file"), namespace=arg("namespace"),
+                       image_topic=arg("image_topic"), backend=arg("backend"),
+                       log_level=arg("log_level"), respawn=_truthy(arg("respawn")))
+    return [node, stop_on_bad_parameters(node)]
 
 
 def generate_launch_description() -> LaunchDescription:

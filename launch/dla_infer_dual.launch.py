@@ -5,7 +5,8 @@
 
 Each instance gets its own namespace (``cam0``/``cam1`` by default: topics ``/cam0/detections`` etc.)
 and its own ``dla_core``; both read the same params file (it uses ``/**``, so it applies to both names).
-Each node opens its own cuDLA device on its core; respawn defaults to true for unattended robots.
+Each node opens its own cuDLA device on its core; respawn defaults to true for unattended robots (an
+invalid parameter, exit code 2, still stops the launch instead of respawning).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from typing import Any
 
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
-from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
 
 from launch import LaunchContext, LaunchDescription
@@ -34,19 +34,20 @@ def _single_launch_module() -> Any:
     return module
 
 
-def _setup(context: LaunchContext) -> list[Node]:
+def _setup(context: LaunchContext) -> list[Any]:
     def arg(name: str) -> str:
         return LaunchConfiguration(name).perform(context)
 
     single = _single_launch_module()
     respawn = arg("respawn").strip().lower() in ("1", "true", "yes", "on")
-    nodes = []
+    actions: list[Any] = []
     for core in (0, 1):
-        nodes.append(single.node_action(
+        node = single.node_action(
             params_file=arg("params_file"), namespace=arg(f"camera{core}_namespace"),
             image_topic=arg(f"camera{core}_topic"), backend=arg("backend"), log_level=arg("log_level"),
-            respawn=respawn, extra_parameters={"dla_core": core}))
-    return nodes
+            respawn=respawn, extra_parameters={"dla_core": core})
+        actions += [node, single.stop_on_bad_parameters(node)]  # a config error stops, never loops
+    return actions
 
 
 def generate_launch_description() -> LaunchDescription:
