@@ -264,6 +264,7 @@ def main() -> None:
     if INPUT_W % (8 * args.stem) or INPUT_H % (8 * args.stem):
         ap.error(f"--input {args.input}: both sides must be multiples of {8 * args.stem}")
 
+    revision = git_revision()  # the code that trains, not whatever HEAD is when the run ends
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     torch.use_deterministic_algorithms(True, warn_only=True)
@@ -335,11 +336,11 @@ def main() -> None:
                         "next_seed": feed.next_seed, "feed_rng": feed.rng.bit_generator.state}, ckpt)
     wall = time.time() - t_start
     print(f"training wall time {wall:.0f}s", flush=True)
-    export(ema, anchors_np, args, wall, feed.scenes_drawn, stopped_at)
+    export(ema, anchors_np, args, wall, feed.scenes_drawn, revision, stopped_at)
 
 
 def export(ema: torch.nn.Module, anchors: np.ndarray, args: argparse.Namespace, wall: float,
-           scenes: int, stopped_at: int | None = None) -> None:
+           scenes: int, revision: str, stopped_at: int | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     net = fold_batchnorm(copy.deepcopy(ema).to(memory_format=torch.contiguous_format)).eval()
     onnx_path = args.out / "shapes_yolo.onnx"
@@ -371,7 +372,7 @@ def export(ema: torch.nn.Module, anchors: np.ndarray, args: argparse.Namespace, 
         "outputs": [{"name": n, "shape": [1, no, INPUT_H // s, INPUT_W // s]}
                     for n, s in zip(names, net.strides, strict=True)],
         "classes": list(CLASS_NAMES),
-        "training": {"seed": args.seed, "revision": git_revision(), "iterations": iters,
+        "training": {"seed": args.seed, "revision": revision, "iterations": iters,
                      "planned_iterations": args.iters, "time_bound": stopped_at is not None,
                      "stem": args.stem, "stem_channels": args.stem_channels,
                      "batch": args.batch, "fresh_per_batch": args.fresh,
