@@ -160,6 +160,30 @@ def test_every_bad_input_is_counted_and_survived(rig: Rig) -> None:
     assert "dropped an unusable frame" in rig.node.output()
 
 
+def test_serialized_frames_outside_plain_cdr(rig: Rig) -> None:
+    # the node reads frames raw (cdr_image); a buffer in another CDR encoding goes through rclpy's own
+    # deserializer, and bytes that neither can read are counted as bad input, never a crash
+    from rclpy.serialization import serialize_message
+
+    sec = next(STAMPS)
+    raw = serialize_message(image_msg(scene(), "rgb8", sec, frame_id="cam_xcdr2"))
+    assert raw[:2] == b"\x00\x01"
+    xcdr2 = b"\x00\x07" + raw[2:]  # PLAIN_CDR2 LE: same bytes for this type (no 8-byte members)
+
+    def found() -> Any:
+        return next((d for d in rig.dets if d.header.stamp.sec == sec), None)
+
+    arr = rig.probe.spin_until(found, 30, every=lambda: rig.pub.publish(xcdr2), period=5.0)
+    assert arr is not None, rig.node.output()
+    check_oracle(arr, sec, "cam_xcdr2")
+    base = int(rig.counters().get("frames_bad_input", "0"))
+    rig.pub.publish(b"\x12\x34" + raw[2:])  # an encapsulation nobody knows
+    rig.counters(frames_bad_input=base + 1)
+    rig.pub.publish(raw[: len(raw) // 2])  # plain CDR, cut in the middle of the pixels
+    rig.counters(frames_bad_input=base + 2)
+    assert rig.node.proc.poll() is None
+
+
 def _set(rig: Rig, **values: Any) -> list[Any]:
     return rig.probe.set_parameters(rig.node.fqn, values)
 

@@ -56,12 +56,13 @@ class ShapesYolo(nn.Module):
         self.strides = (2 * stem, 4 * stem, 8 * stem)
         # patchify stem (stem x stem conv, stride stem): no full-resolution activations, the costliest part
         # of a 3x3-stride-2 stem on a CPU. With stem 8 on a full-resolution input the stem still sees every
-        # pixel (small objects keep their detail) while everything after it costs what it did with stem 4
-        # on a half-resolution input. The DLA runs kernels up to 32x32 with strides up to 8.
+        # pixel while everything after it costs what it did with stem 4 on a half-resolution input (tried:
+        # it did not beat the default at equal CPU time, models/README.md). The DLA runs kernels up to
+        # 32x32 with strides up to 8.
         self.stem = ConvBnAct(3, stem_channels, stem, stem)                               # /stem
         self.s8 = nn.Sequential(ConvBnAct(stem_channels, 48, 3, 2), ConvBnAct(48, 48))   # /2stem
-        self.s16 = nn.Sequential(ConvBnAct(48, 96, 3, 2), ConvBnAct(96, 96))             # /16
-        self.s32 = nn.Sequential(ConvBnAct(96, 128, 3, 2), ConvBnAct(128, 128), Sppf(128))  # /32
+        self.s16 = nn.Sequential(ConvBnAct(48, 96, 3, 2), ConvBnAct(96, 96))             # /4stem
+        self.s32 = nn.Sequential(ConvBnAct(96, 128, 3, 2), ConvBnAct(128, 128), Sppf(128))  # /8stem
         self.up = nn.Upsample(scale_factor=2.0, mode="nearest")
         self.lat32 = ConvBnAct(128, 64, 1)
         self.td16 = nn.Sequential(ConvBnAct(64 + 96, 96, 1), ConvBnAct(96, 96))
