@@ -49,7 +49,8 @@ class Sppf(nn.Module):
 class ShapesYolo(nn.Module):
     """Patchify stem + backbone + top-down FPN + three raw heads at strides 2, 4 and 8 x ``stem``."""
 
-    def __init__(self, num_classes: int, num_anchors: int = 3, stem: int = 4, stem_channels: int = 32) -> None:
+    def __init__(self, num_classes: int, num_anchors: int = 3, stem: int = 4,
+                 stem_channels: int = 32) -> None:
         super().__init__()
         self.nc, self.na = num_classes, num_anchors
         self.no = num_anchors * (5 + num_classes)

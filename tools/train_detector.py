@@ -248,7 +248,7 @@ def main() -> None:
                     help="new scenes per batch; the rest of the batch replays mirrored recent scenes")
     ap.add_argument("--replay-capacity", type=int, default=12000, help="scenes kept for replay (uint8)")
     ap.add_argument("--input", default="320x256", help="network input WxH (multiples of 8 x --stem)")
-    ap.add_argument("--stem", type=int, default=4, help="patchify stem kernel = stride; heads at 2/4/8 x this")
+    ap.add_argument("--stem", type=int, default=4, help="patchify stem kernel = stride (heads at 2/4/8 x it)")
     ap.add_argument("--stem-channels", type=int, default=32)
     ap.add_argument("--time-budget", type=float, default=1680.0,
                     help="wall seconds; if the CPU is slower than planned the LR schedule follows elapsed "
