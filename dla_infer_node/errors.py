@@ -14,6 +14,8 @@ class DlaInferError(Exception):
     """Base class: ``[stage] call(k=v, ...): detail``."""
 
     stage: str = "general"
+    # set by the node when startup fails, so the one-line report carries its namespaced logger name
+    logger_name: str | None = None
 
     def __init__(
         self,

@@ -143,7 +143,9 @@ class DlaInferNode(Node):
             self._backend_name = backend.name
             self._model_name = metadata.name
             self._create_topics()
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, DlaInferError):  # main reports it under this node's namespaced name
+                exc.logger_name = self.get_logger().name
             self.close()
             self.destroy_node()
             raise
@@ -350,10 +352,10 @@ def main(argv: list[str] | None = None, *, injected: Injected | None = None) -> 
             executor.spin_once(timeout_sec=0.1)  # short: signals are handled between spins
         code = 1 if node.fatal_error is not None else 0
     except ParameterError as exc:
-        logger.error(str(exc))
+        rclpy.logging.get_logger(exc.logger_name or NODE_NAME).error(str(exc))
         code = 2
     except DlaInferError as exc:
-        logger.error(f"startup failed: {exc}")
+        rclpy.logging.get_logger(exc.logger_name or NODE_NAME).error(f"startup failed: {exc}")
         code = 1
     except (KeyboardInterrupt, ExternalShutdownException):
         code = 0

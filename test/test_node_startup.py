@@ -36,6 +36,14 @@ def test_standalone_runtime_mode_is_refused_with_the_reason(node_runner: NodeRun
     assert "does not support the standalone runtime mode" in line
 
 
+def test_startup_error_names_the_namespaced_node(node_runner: NodeRunner) -> None:
+    # two instances from one launch file differ only by namespace: the one line must say which one failed
+    proc = node_runner.start({"backend": "tensorrt"}, namespace="/front_cam")
+    assert proc.wait_exit(60) == 2, proc.output()
+    line = _one_parameter_line(proc.output(), "backend")
+    assert "[front_cam.dla_infer_node]" in line, line
+
+
 @pytest.mark.parametrize("name,value,allowed", [
     ("backend", "tensorrt", "one of 'onnxruntime', 'cudla'"),
     ("dla_core", 3, "an integer in [0, 1]"),
