@@ -50,11 +50,12 @@ class ShapesYolo(nn.Module):
     """Patchify stem + backbone + top-down FPN + three raw heads at strides 2, 4 and 8 x ``stem``."""
 
     def __init__(self, num_classes: int, num_anchors: int = 3, stem: int = 4,
-                 stem_channels: int = 32) -> None:
+                 stem_channels: int = 32, p2: bool = False) -> None:
         super().__init__()
         self.nc, self.na = num_classes, num_anchors
         self.no = num_anchors * (5 + num_classes)
-        self.strides = (2 * stem, 4 * stem, 8 * stem)
+        # p2: a fourth, finest head on the stem's grid (stride = stem) for the smallest objects
+        self.strides = ((stem,) if p2 else ()) + (2 * stem, 4 * stem, 8 * stem)
         # patchify stem (stem x stem conv, stride stem): no full-resolution activations, the costliest part
         # of a 3x3-stride-2 stem on a CPU. With stem 8 on a full-resolution input the stem still sees every
         # pixel while everything after it costs what it did with stem 4 on a half-resolution input (tried:
@@ -69,7 +70,11 @@ class ShapesYolo(nn.Module):
         self.td16 = nn.Sequential(ConvBnAct(64 + 96, 96, 1), ConvBnAct(96, 96))
         self.lat16 = ConvBnAct(96, 48, 1)
         self.td8 = nn.Sequential(ConvBnAct(48 + 48, 48, 1), ConvBnAct(48, 48))
-        self.heads = nn.ModuleList([nn.Conv2d(c, self.no, 1) for c in (48, 96, 128)])
+        self.p2 = p2
+        if p2:
+            self.lat8 = ConvBnAct(48, 32, 1)
+            self.td4 = nn.Sequential(ConvBnAct(32 + stem_channels, 32, 1), ConvBnAct(32, 32))
+        self.heads = nn.ModuleList([nn.Conv2d(c, self.no, 1) for c in ((32,) if p2 else ()) + (48, 96, 128)])
 
     def init_head_bias(self, input_hw: tuple[int, int]) -> None:
         # YOLOv5's prior: ~8 objects per image for objectness, uniform class prior
@@ -80,16 +85,17 @@ class ShapesYolo(nn.Module):
             b[:, 5:] = math.log(0.6 / (self.nc - 0.99))
             head.bias = nn.Parameter(b.view(-1).clone())
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         c4 = self.stem(x)
         c8 = self.s8(c4)
         c16 = self.s16(c8)
         c32 = self.s32(c16)
         n16 = self.td16(torch.cat([self.up(self.lat32(c32)), c16], 1))
         n8 = self.td8(torch.cat([self.up(self.lat16(n16)), c8], 1))
-        feats = (n8, n16, c32)
-        o8, o16, o32 = (h(f) for h, f in zip(self.heads, feats, strict=True))
-        return o8, o16, o32
+        feats: tuple[torch.Tensor, ...] = (n8, n16, c32)
+        if self.p2:
+            feats = (self.td4(torch.cat([self.up(self.lat8(n8)), c4], 1)), *feats)
+        return tuple(h(f) for h, f in zip(self.heads, feats, strict=True))
 
 
 def fold_batchnorm(model: nn.Module) -> nn.Module:

@@ -117,7 +117,8 @@ class YoloLoss:
         self.anchors = anchors                # (nl, na, 2) input pixels
         self.strides = strides
         self.nc = nc
-        self.balance = (4.0, 1.0, 0.4)
+        # per-level objectness weights, finest first (YOLOv5's values for 3 and 4 levels)
+        self.balance = (4.0, 1.0, 0.4) if len(strides) == 3 else (4.0, 1.0, 0.25, 0.06)
         self.bce = torch.nn.BCEWithLogitsLoss()
         self.w_box, self.w_obj, self.w_cls = 0.05, 0.7, 0.3
 
@@ -250,6 +251,7 @@ def main() -> None:
     ap.add_argument("--input", default="320x256", help="network input WxH (multiples of 8 x --stem)")
     ap.add_argument("--stem", type=int, default=4, help="patchify stem kernel = stride (heads at 2/4/8 x it)")
     ap.add_argument("--stem-channels", type=int, default=32)
+    ap.add_argument("--p2", action="store_true", help="add a fourth head at stride = stem (small objects)")
     ap.add_argument("--time-budget", type=float, default=1680.0,
                     help="wall seconds; if the CPU is slower than planned the LR schedule follows elapsed "
                          "time instead of iterations and training stops at the budget (recorded in meta)")
@@ -269,11 +271,12 @@ def main() -> None:
     torch.manual_seed(args.seed)
     torch.use_deterministic_algorithms(True, warn_only=True)
     t_start = time.time()
-    anchors_np = kmeans_anchors(args.seed).reshape(3, 3, 2)
+    levels = 4 if args.p2 else 3
+    anchors_np = kmeans_anchors(args.seed, k=3 * levels).reshape(levels, 3, 2)
     print("anchors (input px):", np.round(anchors_np, 1).tolist(), flush=True)
     anchors = torch.from_numpy(anchors_np.astype(np.float32))
     nc = len(CLASS_NAMES)
-    model = ShapesYolo(nc, stem=args.stem, stem_channels=args.stem_channels)
+    model = ShapesYolo(nc, stem=args.stem, stem_channels=args.stem_channels, p2=args.p2)
     model.init_head_bias((INPUT_H, INPUT_W))
     # channels-last activations: oneDNN's convolutions run ~25 % faster per sample on this CPU
     model = model.to(memory_format=torch.channels_last)
@@ -356,7 +359,7 @@ def export(ema: torch.nn.Module, anchors: np.ndarray, args: argparse.Namespace, 
     fold_err = max(float(np.abs(a - b).max()) for a, b in zip(ref[0], unfolded, strict=True))
     print(f"BN fold max abs diff {fold_err:.2e}", flush=True)
     np.savez(args.out / "shapes_yolo.check.npz", x=x,
-             **{f"out{i}_{j}": ref[i][j] for i in range(len(x)) for j in range(3)})
+             **{f"out{i}_{j}": ref[i][j] for i in range(len(x)) for j in range(len(ref[i]))})
     (args.out / "shapes_yolo.labels.txt").write_text("\n".join(CLASS_NAMES) + "\n", encoding="utf-8")
     no = len(anchors[0]) * (5 + len(CLASS_NAMES))
     iters = args.iters if stopped_at is None else stopped_at
@@ -374,7 +377,7 @@ def export(ema: torch.nn.Module, anchors: np.ndarray, args: argparse.Namespace, 
         "classes": list(CLASS_NAMES),
         "training": {"seed": args.seed, "revision": revision, "iterations": iters,
                      "planned_iterations": args.iters, "time_bound": stopped_at is not None,
-                     "stem": args.stem, "stem_channels": args.stem_channels,
+                     "stem": args.stem, "stem_channels": args.stem_channels, "p2": args.p2,
                      "batch": args.batch, "fresh_per_batch": args.fresh,
                      "replay_capacity": args.replay_capacity, "scenes": scenes,
                      "train_seeds": f"[{args.seed * TRAIN_SEED_LIMIT // 10}, "
