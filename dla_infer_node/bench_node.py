@@ -7,8 +7,8 @@ Each round (``--rounds``, default 3, pooled into one result): three processes on
 
 - ``publisher``: publishes frames at ``--rate`` Hz, each stamped with the wall clock at publish time;
 - ``node``: the real node (``main(injected=...)``) with a zero-cost backend, so what is measured is the
-  node itself: deserialisation, message->view, worker hand-off, decode of an empty output, building and
-  publishing the Detection2DArray;
+  node itself: taking the serialized frame, worker hand-off, header + pixel view, decode of an empty
+  output, building and publishing the Detection2DArray;
 - ``measure``: a bare rclpy subscriber to the same image topic (its callback only notes the time) that
   also subscribes to the node's ``detections``. By default it takes the frames serialized (``raw=True``)
   as the node does, so both sides receive a frame the same way and the difference is the node's own work;
@@ -138,8 +138,11 @@ def role_measure(args: argparse.Namespace) -> int:
     dets: dict[int, int] = {}
     diag: dict[str, str] = {}
 
+    def stamp_ns(sec: int, nanosec: int) -> int:
+        return int(sec) * 1_000_000_000 + int(nanosec)
+
     def key(msg: Any) -> int:
-        return int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
+        return stamp_ns(msg.header.stamp.sec, msg.header.stamp.nanosec)
 
     def on_diag(msg: Any) -> None:
         for st in msg.status:
@@ -152,7 +155,7 @@ def role_measure(args: argparse.Namespace) -> int:
         def on_raw(raw: bytes) -> None:
             t = time.time_ns()
             h = parse_image(raw).header
-            bare[h.sec * 1_000_000_000 + h.nanosec] = t
+            bare[stamp_ns(h.sec, h.nanosec)] = t
 
         node.create_subscription(Image, f"{NS}/image", on_raw, _qos(), raw=True)
     else:

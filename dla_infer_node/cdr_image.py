@@ -67,6 +67,7 @@ class _Reader:
     def __init__(self, buf: bytes | bytearray | memoryview, what: str) -> None:
         self.buf = memoryview(buf).cast("B")
         self.what = what
+        self.pos = 0
         if len(self.buf) < _ORIGIN:
             raise self._error("buffer shorter than the 4-byte CDR encapsulation header")
         order = _ENCAPSULATIONS.get(bytes(self.buf[:2]))
@@ -80,7 +81,7 @@ class _Reader:
 
     def _error(self, text: str) -> InputError:
         return InputError(f"malformed serialized message: {text}", call=f"cdr_image.{self.what}",
-                          params={"bytes": len(self.buf), "offset": getattr(self, "pos", 0)}, stage="input")
+                          params={"bytes": len(self.buf), "offset": self.pos}, stage="input")
 
     def _take(self, n: int, align: int = 1) -> int:
         self.pos += -(self.pos - _ORIGIN) % align

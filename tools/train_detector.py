@@ -227,7 +227,8 @@ class ReplayFeed:
                 self.ring[self.write] = s
                 self.write = (self.write + 1) % self.capacity
         samples = new + old
-        if len(samples) < self.batch_size:  # first batch: nothing to replay yet
+        if len(samples) < self.batch_size:  # first batch: nothing to replay yet, so add mirrors of the
+            # new scenes (at most `fresh` of them: that batch may be smaller than batch_size)
             samples += [flipped(s, 1) for s in new][: self.batch_size - len(samples)]
         return collate(samples)
 
