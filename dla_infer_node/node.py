@@ -220,6 +220,10 @@ class DlaInferNode(Node):
 
     def _on_image(self, raw: bytes) -> None:
         self._worker.submit((raw, time.monotonic()))  # the executor thread never waits for inference
+        # Let the worker (just notified) take the GIL now: otherwise it waits until this thread has run
+        # the executor's Python back into rcl_wait, measured at ~0.45 ms per frame on a 2-core machine
+        # (0.09 ms with this line). sleep(0) only releases and re-acquires the GIL.
+        time.sleep(0)
 
     # ---- worker thread ----------------------------------------------------------------------------
     def _frame(self, raw: bytes) -> tuple[np.ndarray, str, Header]:

@@ -50,8 +50,13 @@ class ShapesYolo(nn.Module):
     """Patchify stem + backbone + top-down FPN + three raw heads at strides 2, 4 and 8 x ``stem``."""
 
     def __init__(self, num_classes: int, num_anchors: int = 3, stem: int = 4,
-                 stem_channels: int = 32, p2: bool = False) -> None:
+                 stem_channels: int = 32, p2: bool = False, width: float = 1.0) -> None:
         super().__init__()
+
+        def ch(base: int) -> int:  # channel count scaled by ``width``, kept a multiple of 8
+            return max(8, int(round(base * width / 8)) * 8)
+
+        c8, c16, c32 = ch(48), ch(96), ch(128)
         self.nc, self.na = num_classes, num_anchors
         self.no = num_anchors * (5 + num_classes)
         # p2: a fourth, finest head on the stem's grid (stride = stem) for the smallest objects
@@ -62,19 +67,19 @@ class ShapesYolo(nn.Module):
         # it did not beat the default at equal CPU time, models/README.md). The DLA runs kernels up to
         # 32x32 with strides up to 8.
         self.stem = ConvBnAct(3, stem_channels, stem, stem)                               # /stem
-        self.s8 = nn.Sequential(ConvBnAct(stem_channels, 48, 3, 2), ConvBnAct(48, 48))   # /2stem
-        self.s16 = nn.Sequential(ConvBnAct(48, 96, 3, 2), ConvBnAct(96, 96))             # /4stem
-        self.s32 = nn.Sequential(ConvBnAct(96, 128, 3, 2), ConvBnAct(128, 128), Sppf(128))  # /8stem
+        self.s8 = nn.Sequential(ConvBnAct(stem_channels, c8, 3, 2), ConvBnAct(c8, c8))   # /2stem
+        self.s16 = nn.Sequential(ConvBnAct(c8, c16, 3, 2), ConvBnAct(c16, c16))         # /4stem
+        self.s32 = nn.Sequential(ConvBnAct(c16, c32, 3, 2), ConvBnAct(c32, c32), Sppf(c32))  # /8stem
         self.up = nn.Upsample(scale_factor=2.0, mode="nearest")
-        self.lat32 = ConvBnAct(128, 64, 1)
-        self.td16 = nn.Sequential(ConvBnAct(64 + 96, 96, 1), ConvBnAct(96, 96))
-        self.lat16 = ConvBnAct(96, 48, 1)
-        self.td8 = nn.Sequential(ConvBnAct(48 + 48, 48, 1), ConvBnAct(48, 48))
+        self.lat32 = ConvBnAct(c32, c32 // 2, 1)
+        self.td16 = nn.Sequential(ConvBnAct(c32 // 2 + c16, c16, 1), ConvBnAct(c16, c16))
+        self.lat16 = ConvBnAct(c16, c16 // 2, 1)
+        self.td8 = nn.Sequential(ConvBnAct(c16 // 2 + c8, c8, 1), ConvBnAct(c8, c8))
         self.p2 = p2
         if p2:
-            self.lat8 = ConvBnAct(48, 32, 1)
+            self.lat8 = ConvBnAct(c8, 32, 1)
             self.td4 = nn.Sequential(ConvBnAct(32 + stem_channels, 32, 1), ConvBnAct(32, 32))
-        self.heads = nn.ModuleList([nn.Conv2d(c, self.no, 1) for c in ((32,) if p2 else ()) + (48, 96, 128)])
+        self.heads = nn.ModuleList([nn.Conv2d(c, self.no, 1) for c in ((32,) if p2 else ()) + (c8, c16, c32)])
 
     def init_head_bias(self, input_hw: tuple[int, int]) -> None:
         # YOLOv5's prior: ~8 objects per image for objectness, uniform class prior
