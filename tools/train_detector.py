@@ -113,7 +113,8 @@ def bbox_ciou(p: torch.Tensor, t: torch.Tensor, eps: float = 1e-7) -> torch.Tens
 class YoloLoss:
     """YOLOv5's loss: anchor-ratio matching, 3-cell neighbourhood, CIoU box, IoU-target objectness."""
 
-    def __init__(self, anchors: torch.Tensor, strides: tuple[int, ...], nc: int, w_box: float = 0.05) -> None:
+    def __init__(self, anchors: torch.Tensor, strides: tuple[int, ...], nc: int, w_box: float = 0.05,
+                 small_ref: float = 0.0) -> None:
         self.anchors = anchors                # (nl, na, 2) input pixels
         self.strides = strides
         self.nc = nc
@@ -121,6 +122,9 @@ class YoloLoss:
         self.balance = (4.0, 1.0, 0.4) if len(strides) == 3 else (4.0, 1.0, 0.25, 0.06)
         self.bce = torch.nn.BCEWithLogitsLoss()
         self.w_box, self.w_obj, self.w_cls = w_box, 0.7, 0.3
+        # small_ref > 0: box and class terms of an object under small_ref input px (sqrt of its area) weigh
+        # small_ref/size (up to 3x), so the objects the detector misses most get more of the gradient
+        self.small_ref = small_ref
 
     def __call__(self, outs: tuple[torch.Tensor, ...],
                  targets: torch.Tensor) -> tuple[torch.Tensor, list[float]]:
@@ -157,11 +161,19 @@ class YoloLoss:
                 pwh = (ps[:, 2:4].sigmoid() * 2) ** 2 * anc[a5]
                 tbox = torch.cat([tt5[:, 2:4] - torch.stack([gi, gj], 1).float(), tt5[:, 4:6]], 1)
                 ciou = bbox_ciou(torch.cat([pxy, pwh], 1), tbox)
-                lbox = lbox + (1 - ciou).mean()
                 tobj[b, a5, gj, gi] = ciou.detach().clamp(0)
                 tc = torch.zeros_like(ps[:, 5:])
                 tc[torch.arange(len(tt5)), tt5[:, 1].long()] = 1.0
-                lcls = lcls + self.bce(ps[:, 5:], tc)
+                if self.small_ref > 0 and len(tt5):
+                    size = (tt5[:, 4] * tt5[:, 5]).sqrt() * s
+                    wt = (self.small_ref / size).clamp(1.0, 3.0)
+                    wt = wt / wt.sum()
+                    lbox = lbox + ((1 - ciou) * wt).sum()
+                    lcls = lcls + (torch.nn.functional.binary_cross_entropy_with_logits(
+                        ps[:, 5:], tc, reduction="none").mean(1) * wt).sum()
+                else:
+                    lbox = lbox + (1 - ciou).mean()
+                    lcls = lcls + self.bce(ps[:, 5:], tc)
             lobj = lobj + self.bce(p[..., 4], tobj) * self.balance[i]
         loss = self.w_box * lbox + self.w_obj * lobj + self.w_cls * lcls
         return loss * outs[0].shape[0], [float(lbox.detach()), float(lobj.detach()), float(lcls.detach())]
@@ -255,6 +267,8 @@ def main() -> None:
     ap.add_argument("--width", type=float, default=1.0, help="channel multiplier after the stem")
     ap.add_argument("--box-weight", type=float, default=0.05,
                     help="weight of the CIoU box loss (objectness 0.7, classes 0.3)")
+    ap.add_argument("--small-ref", type=float, default=0.0,
+                    help="weight box/class loss of objects under this many input px by ref/size (0: off)")
     ap.add_argument("--p2", action="store_true", help="add a fourth head at stride = stem (small objects)")
     ap.add_argument("--time-budget", type=float, default=1680.0,
                     help="wall seconds; if the CPU is slower than planned the LR schedule follows elapsed "
@@ -295,7 +309,7 @@ def main() -> None:
     other_p = [q for n, q in model.named_parameters() if q.ndim <= 1]
     groups = [{"params": decay_p, "weight_decay": 5e-4}, {"params": other_p, "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.999))
-    crit = YoloLoss(anchors, model.strides, nc, w_box=args.box_weight)
+    crit = YoloLoss(anchors, model.strides, nc, w_box=args.box_weight, small_ref=args.small_ref)
     warm = min(100, args.iters // 10)
     stopped_at = None
     start_it = 0
@@ -389,6 +403,7 @@ def export(ema: torch.nn.Module, anchors: np.ndarray, args: argparse.Namespace, 
                      "planned_iterations": args.iters, "time_bound": stopped_at is not None,
                      "stem": args.stem, "stem_channels": args.stem_channels, "p2": args.p2,
                      "width": args.width, "box_weight": args.box_weight,
+                     "small_ref": args.small_ref,
                      "batch": args.batch, "fresh_per_batch": args.fresh, "precision": args.precision,
                      "replay_capacity": args.replay_capacity, "scenes": scenes,
                      "train_seeds": f"[{args.seed * TRAIN_SEED_LIMIT // 10}, "
