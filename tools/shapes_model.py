@@ -54,7 +54,7 @@ class ShapesYolo(nn.Module):
         super().__init__()
 
         def ch(base: int) -> int:  # channel count scaled by ``width``, kept a multiple of 8
-            return max(8, int(round(base * width / 8)) * 8)
+            return max(8, round(base * width / 8) * 8)
 
         c8, c16, c32 = ch(48), ch(96), ch(128)
         self.nc, self.na = num_classes, num_anchors
