@@ -26,7 +26,7 @@ Why not (detections received) - (bare subscriber's frame received): a reliable 6
 readers one after the other, fragment train by fragment train, and which reader the writer serves first
 flips from run to run. That difference therefore carries a transport term of +-15-20 ms per round (a round
 once measured -17.7 ms, the node "ahead"); it is still reported (``uncorrected_added_ms_per_frame``) together
-with the transport term itself (``node_minus_bare_receive_ms``), and the two add up to it exactly.
+with the transport term itself (``node_minus_bare_receive_ms``); frame by frame the two add up to it.
 
 Transport note: with ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST the Fast DDS rmw configures its own SHM
 transport (default 512 KiB segments) plus UDP, so a 6 MB frame travels as ~100 UDP fragments; best
@@ -34,6 +34,10 @@ effort then loses nearly every frame on this machine (a measured 1-8 of 150 at 3
 subscriber and the node alike, and reliable delivery tops out near 10 frames/s. The default is
 therefore reliable at 5 Hz, where the transport delivers every frame and the comparison is of the
 node, not of fragment loss; ``--reliability best_effort --rate 30`` reproduces the camera setting.
+A Fast DDS XML profile that adds a 64 MiB shared-memory transport (FASTDDS_DEFAULT_PROFILES_FILE) was
+tried: the segment is created, but a 6 MB frame still took ~30 ms, as without it (the rmw's own
+localhost UDP transport stays in the participant, and Fast DDS sizes fragments for the smallest
+transport), so the benchmark keeps the rmw's default localhost setup.
 """
 
 from __future__ import annotations
