@@ -57,6 +57,8 @@ from typing import Any
 
 import numpy as np
 
+from dla_infer_node.cdr_image import parse_image
+
 NS = "/bench"
 W, H = 1920, 1080
 
@@ -94,6 +96,17 @@ def zero_cost_backend() -> tuple[Any, Any]:
             pass
 
     return ZeroCost(), meta
+
+
+def _stamp_ns(sec: int, nanosec: int) -> int:
+    return int(sec) * 1_000_000_000 + int(nanosec)
+
+
+def _note_arrival(times: dict[int, int], raw: bytes) -> None:
+    """At callback entry: the wall time now, keyed by the serialized frame's header stamp."""
+    t = time.time_ns()
+    h = parse_image(raw).header
+    times[_stamp_ns(h.sec, h.nanosec)] = t
 
 
 def _qos() -> Any:
@@ -152,11 +165,8 @@ def role_measure(args: argparse.Namespace) -> int:
     dets: dict[int, int] = {}
     diag: dict[str, str] = {}
 
-    def stamp_ns(sec: int, nanosec: int) -> int:
-        return int(sec) * 1_000_000_000 + int(nanosec)
-
     def key(msg: Any) -> int:
-        return stamp_ns(msg.header.stamp.sec, msg.header.stamp.nanosec)
+        return _stamp_ns(msg.header.stamp.sec, msg.header.stamp.nanosec)
 
     def on_diag(msg: Any) -> None:
         for st in msg.status:
@@ -164,14 +174,7 @@ def role_measure(args: argparse.Namespace) -> int:
                 diag.update({kv.key: kv.value for kv in st.values})
 
     if args.bare == "raw":
-        from dla_infer_node.cdr_image import parse_image
-
-        def on_raw(raw: bytes) -> None:
-            t = time.time_ns()
-            h = parse_image(raw).header
-            bare[stamp_ns(h.sec, h.nanosec)] = t
-
-        node.create_subscription(Image, f"{NS}/image", on_raw, _qos(), raw=True)
+        node.create_subscription(Image, f"{NS}/image", lambda raw: _note_arrival(bare, raw), _qos(), raw=True)
     else:
         node.create_subscription(Image, f"{NS}/image", lambda m: bare.__setitem__(key(m), time.time_ns()),
                                  _qos())
@@ -190,15 +193,12 @@ def role_measure(args: argparse.Namespace) -> int:
 
 def role_node(args: argparse.Namespace) -> int:
     from dla_infer_node import node as node_module
-    from dla_infer_node.cdr_image import parse_image
 
     arrivals: dict[int, int] = {}
     on_image = node_module.DlaInferNode._on_image
 
     def on_image_noting_arrival(self: Any, raw: bytes) -> None:
-        t = time.time_ns()  # the point where the bare subscriber notes its time: callback entry
-        h = parse_image(raw).header
-        arrivals[int(h.sec) * 1_000_000_000 + int(h.nanosec)] = t
+        _note_arrival(arrivals, raw)  # exactly what the bare subscriber does, at the same point
         on_image(self, raw)
 
     node_module.DlaInferNode._on_image = on_image_noting_arrival  # type: ignore[method-assign]
