@@ -87,9 +87,13 @@ def _scale_shift(src: np.ndarray, alpha: float, gamma: float, dst: np.ndarray) -
     ``normalize(NORM_MINMAX)``, which maps [src.min, src.max] linearly onto [a, b]: choosing
     ``a = min*alpha + gamma`` and ``b = max*alpha + gamma`` makes that exactly ``alpha`` and ``gamma``
     (to float rounding, <1e-7 relative). Measured 2-2.5x faster than ``addWeighted`` on a 640x360 plane.
-    ``normalize`` orders a/b itself, so a negative ``alpha`` takes the general path.
+    ``normalize`` orders a/b itself, so a negative ``alpha`` takes the general path. ``normalize`` scans
+    the plane for its min/max (and so do we, to choose a/b); with ``gamma == 0`` a scaled ``multiply`` by 1
+    is the same convertTo without those scans: measured 110 us vs 154 us for three 640x360 planes.
     """
-    if alpha > 0:
+    if gamma == 0.0:  # zero-mean models (the YOLO default, x = pixel/255): one multiply, no min/max scans
+        cv2.multiply(src, 1.0, dst=dst, scale=alpha, dtype=cv2.CV_32F)
+    elif alpha > 0:
         lo, hi, _, _ = cv2.minMaxLoc(src)
         cv2.normalize(src, dst, lo * alpha + gamma, hi * alpha + gamma, cv2.NORM_MINMAX, cv2.CV_32F)
     else:
