@@ -2,26 +2,30 @@
 
 Results go to ``bench/results/node.json`` by default.
 
-Each round (``--rounds``, default 3, pooled into one result): three processes on one 1920x1080 rgb8 stream
+Each round (``--rounds``, default 3, pooled into one result): four processes on one 1920x1080 rgb8 stream
 (depth 1; reliable by default, see below):
 
 - ``publisher``: publishes frames at ``--rate`` Hz, each stamped with the wall clock at publish time;
 - ``node``: the real node (``main(injected=...)``) with a zero-cost backend, so what is measured is the
   node itself: taking the serialized frame, worker hand-off, header + pixel view, decode of an empty
   output, building and publishing the Detection2DArray;
-- ``measure``: a bare rclpy subscriber to the same image topic (its callback only notes the time) that
-  also subscribes to the node's ``detections``. By default it takes the frames serialized (``raw=True``)
-  as the node does, so both sides receive a frame the same way and the difference is the node's own work;
-  ``--bare typed`` makes it deserialize every frame, as a plain rclpy subscriber would.
+- ``measure``: a bare rclpy subscriber to the same image topic (its callback only notes the time). By
+  default it takes the frames serialized (``raw=True``) as the node does, so both sides receive a frame the
+  same way and the difference is the node's own work; ``--bare typed`` makes it deserialize every frame, as
+  a plain rclpy subscriber would;
+- ``listen``: a downstream consumer of ``detections`` (and ``/diagnostics``), as a tracker would be. It is
+  its own process on purpose: when one participant took both the 6 MB frame and the detections, the small
+  message queued behind the frame's ~100 fragments in that participant's receive thread whenever the
+  node had been served first (the measured figure then grew by up to the frame's transfer time, p95 14 ms).
 
 Throughput ratio = detection arrays received / images received by the bare subscriber (target >= 0.9).
 
-Added latency per frame (target <= 1.5 ms, median) = (detections received by the measurer) - (the same frame
+Added latency per frame (target <= 1.5 ms, median) = (detections received by the listener) - (the same frame
 received by the node), where "received" is the same point on both sides: the entry of the rclpy callback,
 after the take. The node role notes that time for each frame (a wrapper around the node's image callback;
 the node itself is unchanged). So the figure is what the node adds over a bare subscriber sitting where the
 node sits: hand-off to the worker, header + pixel view, decode, building and publishing the
-Detection2DArray, and the small message's hop back to the measurer.
+Detection2DArray, and the small message's hop to the listener.
 Why not (detections received) - (bare subscriber's frame received): a reliable 6 MB frame reaches two
 readers one after the other, fragment train by fragment train, and which reader the writer serves first
 flips from run to run. That difference therefore carries a transport term of +-15-20 ms per round (a round
@@ -154,41 +158,55 @@ def role_publisher(args: argparse.Namespace) -> int:
     return 0
 
 
-def role_measure(args: argparse.Namespace) -> int:
-    from diagnostic_msgs.msg import DiagnosticArray
+def _key(msg: Any) -> int:
+    return _stamp_ns(msg.header.stamp.sec, msg.header.stamp.nanosec)
+
+
+def _spin_then_save(rclpy: Any, node: Any, stop: threading.Event, result: str, doc: dict[str, Any]) -> int:
     from rclpy.executors import SingleThreadedExecutor
+
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    while not stop.is_set():
+        executor.spin_once(timeout_sec=0.05)
+    Path(result).write_text(json.dumps(doc))
+    node.destroy_node()
+    rclpy.shutdown()
+    return 0
+
+
+def role_measure(args: argparse.Namespace) -> int:
+    """The bare subscriber: notes when each frame arrives, nothing else."""
     from sensor_msgs.msg import Image
-    from vision_msgs.msg import Detection2DArray
 
     rclpy, node, stop = _ros("bench_measure")
     bare: dict[int, int] = {}
+    if args.bare == "raw":
+        node.create_subscription(Image, f"{NS}/image", lambda raw: _note_arrival(bare, raw), _qos(), raw=True)
+    else:
+        node.create_subscription(Image, f"{NS}/image", lambda m: bare.__setitem__(_key(m), time.time_ns()),
+                                 _qos())
+    return _spin_then_save(rclpy, node, stop, args.result, {"bare": bare})
+
+
+def role_listen(args: argparse.Namespace) -> int:
+    """A downstream consumer of the node's output: notes when each detection array arrives."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    from vision_msgs.msg import Detection2DArray
+
+    rclpy, node, stop = _ros("bench_listen")
     dets: dict[int, int] = {}
     diag: dict[str, str] = {}
-
-    def key(msg: Any) -> int:
-        return _stamp_ns(msg.header.stamp.sec, msg.header.stamp.nanosec)
 
     def on_diag(msg: Any) -> None:
         for st in msg.status:
             if st.name.startswith(f"{NS}/dla_infer_node:"):
                 diag.update({kv.key: kv.value for kv in st.values})
 
-    if args.bare == "raw":
-        node.create_subscription(Image, f"{NS}/image", lambda raw: _note_arrival(bare, raw), _qos(), raw=True)
-    else:
-        node.create_subscription(Image, f"{NS}/image", lambda m: bare.__setitem__(key(m), time.time_ns()),
-                                 _qos())
     node.create_subscription(Detection2DArray, f"{NS}/detections",
-                             lambda m: dets.__setitem__(key(m), time.time_ns()), 50)
+                             lambda m: dets.__setitem__(_key(m), time.time_ns()), 50)
     node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    while not stop.is_set():
-        executor.spin_once(timeout_sec=0.05)
-    Path(args.result).write_text(json.dumps({"bare": bare, "detections": dets, "diagnostics": diag}))
-    node.destroy_node()
-    rclpy.shutdown()
-    return 0
+    return _spin_then_save(rclpy, node, stop, args.result, {"detections": dets, "diagnostics": diag})
 
 
 def role_node(args: argparse.Namespace) -> int:
@@ -204,7 +222,8 @@ def role_node(args: argparse.Namespace) -> int:
     node_module.DlaInferNode._on_image = on_image_noting_arrival  # type: ignore[method-assign]
     reliability = os.environ.get("BENCH_RELIABILITY", "best_effort")
     rc = node_module.main(["bench_node", "--ros-args", "-r", f"__ns:={NS}", "-p", "diagnostics_period:=1.0",
-                           "-p", f"qos_reliability:={reliability}"], injected=zero_cost_backend())
+                           "-p", f"qos_reliability:={reliability}", "-p", f"executor:={args.executor}"],
+                          injected=zero_cost_backend())
     Path(args.result).write_text(json.dumps({"arrivals": arrivals}))
     return rc
 
@@ -214,8 +233,8 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def _round(args: argparse.Namespace, env: dict[str, str], tmp: Path
-           ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """One publisher/node/measurer run: their results (publisher, measurer, node); SystemExit on a failure."""
+           ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """One run of the four roles: results of publisher, measure, listen, node; SystemExit on a failure."""
     me = [sys.executable, "-m", "dla_infer_node.bench_node"]
 
     def start(role: str, *extra: str) -> subprocess.Popen[bytes]:
@@ -223,8 +242,9 @@ def _round(args: argparse.Namespace, env: dict[str, str], tmp: Path
             return subprocess.Popen([*me, "--role", role, "--result", str(tmp / f"{role}.json"), *extra],
                                     env=env, stdout=log, stderr=subprocess.STDOUT)
 
-    node = start("node")
+    node = start("node", "--executor", args.executor)
     measure = start("measure", "--bare", args.bare)
+    listen = start("listen")
     time.sleep(3.0)  # let both subscribe before the publisher starts its wait
     pub = start("publisher", "--rate", str(args.rate), "--duration", str(args.duration),
                 "--warmup", str(args.warmup))
@@ -232,16 +252,18 @@ def _round(args: argparse.Namespace, env: dict[str, str], tmp: Path
         pub.wait(args.duration + args.warmup + 120)
         time.sleep(2.0)  # in-flight frames and one more diagnostics period
     finally:
-        for p in (measure, node, pub):
+        procs = {"listen": listen, "measure": measure, "node": node, "publisher": pub}
+        for p in procs.values():
             if p.poll() is None:
                 p.send_signal(signal.SIGINT)
-        rcs = [p.wait(30) for p in (measure, node, pub)]
-    if any(rcs):
-        for role in ("node", "measure", "publisher"):
+        rcs = {role: p.wait(30) for role, p in procs.items()}
+    if any(rcs.values()):
+        for role in procs:
             print(f"--- {role}.log\n{(tmp / f'{role}.log').read_text()}", file=sys.stderr)
-        raise SystemExit(f"bench_node: a process failed (measure, node, publisher exit codes {rcs})")
-    return tuple(json.loads((tmp / f"{role}.json").read_text())
-                 for role in ("publisher", "measure", "node"))
+        raise SystemExit(f"bench_node: a process failed (exit codes {rcs})")
+    p, m, li, n = (json.loads((tmp / f"{role}.json").read_text())
+                   for role in ("publisher", "measure", "listen", "node"))
+    return p, m, li, n
 
 
 def orchestrate(args: argparse.Namespace) -> int:
@@ -251,16 +273,16 @@ def orchestrate(args: argparse.Namespace) -> int:
     # several rounds, pooled: on a small machine one 40 s run's median moves by about a millisecond
     lat_bare: list[float] = []
     lat_node: list[float] = []
-    added: list[float] = []        # detections at the measurer - frame at the node (the target's figure)
-    uncorrected: list[float] = []  # detections at the measurer - frame at the bare subscriber
+    added: list[float] = []        # detections at the listener - frame at the node (the target's figure)
+    uncorrected: list[float] = []  # detections at the listener - frame at the bare subscriber
     order: list[float] = []        # frame at the node - frame at the bare subscriber (transport term)
     per_round: list[float] = []
     published = bare_n = dets_n = both_n = 0
     seconds = 0.0
     for _ in range(args.rounds):
-        p, m, n = _round(args, env, Path(tempfile.mkdtemp(prefix="bench_node_")))
+        p, m, li, n = _round(args, env, Path(tempfile.mkdtemp(prefix="bench_node_")))
         bare = {int(k): v for k, v in m["bare"].items()}
-        dets = {int(k): v for k, v in m["detections"].items()}
+        dets = {int(k): v for k, v in li["detections"].items()}
         arrived = {int(k): v for k, v in n["arrivals"].items()}
         both = sorted(set(bare) & set(dets) & set(arrived))
         lat_bare += [(bare[k] - k) / 1e6 for k in bare]
@@ -283,9 +305,10 @@ def orchestrate(args: argparse.Namespace) -> int:
         "benchmark": f"node overhead, zero-cost backend vs bare rclpy subscriber, {args.rounds} round(s)",
         "stream": {"width": W, "height": H, "encoding": "rgb8", "rate_hz": args.rate, "seconds": seconds,
                    "qos": f"{args.reliability} depth 1", "bare_subscriber": args.bare},
+        "node_executor": args.executor,
         "frames": {"published": published, "bare_received": bare_n, "node_detections": dets_n,
                    "both": both_n},
-        "node_counters_last_round": m["diagnostics"],
+        "node_counters_last_round": li["diagnostics"],
         "throughput_hz": {"bare": bare_n / seconds, "node": dets_n / seconds},
         "throughput_ratio": ratio,
         "latency_ms": {"bare_p50": _pct(lat_bare, 50), "bare_p95": _pct(lat_bare, 95),
@@ -315,7 +338,8 @@ def orchestrate(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench_node", description=__doc__.split("\n\n")[0] if __doc__ else None)
-    ap.add_argument("--role", choices=("orchestrate", "publisher", "measure", "node"), default="orchestrate")
+    ap.add_argument("--role", choices=("orchestrate", "publisher", "measure", "listen", "node"),
+                    default="orchestrate")
     ap.add_argument("--rate", type=float, default=5.0, help="frames per second published")
     ap.add_argument("--reliability", choices=("reliable", "best_effort"), default="reliable")
     ap.add_argument("--duration", type=float, default=40.0, help="seconds of publishing")
@@ -323,11 +347,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bare", choices=("raw", "typed"), default="raw",
                     help="how the bare subscriber takes frames: serialized like the node, or deserialized")
     ap.add_argument("--rounds", type=int, default=3, help="runs pooled into one result")
+    ap.add_argument("--executor", choices=("single", "events"), default="single",
+                    help="the node's executor parameter")
     ap.add_argument("--out", type=Path, default=Path("bench/results/node.json"))
     ap.add_argument("--result", default="", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     roles = {"orchestrate": orchestrate, "publisher": role_publisher, "measure": role_measure,
-             "node": role_node}
+             "listen": role_listen, "node": role_node}
     return roles[args.role](args)
 
 

@@ -30,7 +30,7 @@ from rcl_interfaces.msg import (
     ParameterType,
     SetParametersResult,
 )
-from rclpy.executors import SingleThreadedExecutor
+from rclpy.executors import Executor, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -164,6 +164,7 @@ class DlaInferNode(Node):
         if unknown:
             self.get_logger().warning(f"ignoring unknown parameter(s) {unknown}; known: {sorted(SPECS)}")
         config = validate_config(given, check_files=check_files)
+        executor_factory(config.executor)  # refused here, before any backend opens
         self.add_on_set_parameters_callback(self._on_set_parameters)
         for spec in PARAMETERS:
             value = getattr(config, spec.name)
@@ -334,6 +335,22 @@ def _try_shutdown() -> None:
         rclpy.shutdown()
 
 
+def executor_factory(kind: str) -> Callable[[], Executor]:
+    """What builds the executor named by the ``executor`` parameter (checked with the other parameters).
+
+    'events' is rclpy's C++ EventsExecutor (rclpy.experimental, Kilted or newer); where rclpy lacks it the
+    parameter is refused rather than silently replaced.
+    """
+    if kind == "events":
+        try:
+            from rclpy.experimental import EventsExecutor
+        except ImportError:
+            raise ParameterError("executor", kind, "'single' on this ROS 2 distro (its rclpy has no "
+                                 "rclpy.experimental.EventsExecutor; Kilted or newer has)") from None
+        return EventsExecutor
+    return SingleThreadedExecutor
+
+
 def main(argv: list[str] | None = None, *, injected: Injected | None = None) -> int:
     """Run the node until SIGINT/SIGTERM (exit 0), a fatal fault (1) or a bad startup (2 or 1)."""
     stop = threading.Event()
@@ -350,7 +367,7 @@ def main(argv: list[str] | None = None, *, injected: Injected | None = None) -> 
     code = 0
     try:
         node = DlaInferNode(injected=injected)
-        executor = SingleThreadedExecutor()
+        executor = executor_factory(node.config.executor)()
         executor.add_node(node)
         while not stop.is_set() and node.fatal_error is None:
             executor.spin_once(timeout_sec=0.1)  # short: signals are handled between spins

@@ -27,6 +27,7 @@ PREPROCESS_DEVICES = ("cpu", "gpu")
 CLASS_ID_MODES = ("name", "index")
 INPUT_TRANSPORTS = ("raw", "compressed")
 QOS_RELIABILITIES = ("best_effort", "reliable")
+EXECUTORS = ("single", "events")
 
 SHIPPED_MODEL = "shapes_yolo.onnx"
 
@@ -146,6 +147,9 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               "the topic has subscribers. Changeable at run time.", read_only=False),
     ParamSpec("diagnostics_period", "double", 1.0, "Seconds between /diagnostics messages (0: off).",
               min=0.0, max=60.0),
+    _s("executor", "single", "rclpy executor that takes the images: 'single' (SingleThreadedExecutor, every "
+       "distro) or 'events' (rclpy.experimental.EventsExecutor, in C++, less per-message overhead; ROS 2 "
+       "Kilted or newer, refused at startup where rclpy lacks it).", choices=EXECUTORS),
 )
 
 SPECS: dict[str, ParamSpec] = {p.name: p for p in PARAMETERS}
@@ -176,6 +180,7 @@ class NodeConfig:
     qos_depth: int
     debug_image: bool
     diagnostics_period: float
+    executor: str
 
 
 def shipped_model_path() -> Path:

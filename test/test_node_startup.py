@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from _node_helpers import NodeRunner, RosProbe, write_oracle_model
+from _node_helpers import ORACLE_SOURCE, NodeRunner, RosProbe, image_msg, oracle_expected, write_oracle_model
 
 pytest.importorskip("rclpy", reason="rclpy not importable: run the node tests in the project .venv")
 pytest.importorskip("vision_msgs.msg", reason="vision_msgs not importable: run `make venv`")
@@ -98,3 +98,57 @@ def test_signal_stops_cleanly_with_exit_0(node_runner: NodeRunner, oracle: tuple
     out = node.output()
     assert rc == 0, out
     assert "stopped: worker joined, backend closed" in out and "Traceback" not in out
+
+
+def _has_events_executor() -> bool:
+    try:
+        from rclpy.experimental import EventsExecutor  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_events_executor_serves_frames_or_is_refused(node_runner: NodeRunner,
+                                                     oracle: tuple[Path, Path]) -> None:
+    """executor:=events: on a Kilted+ rclpy the node answers frames and stops with 0; elsewhere one line."""
+    import numpy as np
+
+    params = {"model_path": str(oracle[0]), "executor": "events", "qos_reliability": "reliable"}
+    if not _has_events_executor():
+        rc, out = node_runner.run_to_exit(params)
+        assert rc == 2, out
+        assert "Kilted" in _one_parameter_line(out, "executor")
+        return
+    from sensor_msgs.msg import Image
+    from vision_msgs.msg import Detection2DArray
+
+    node = node_runner.start(params)
+    probe = RosProbe("events_probe")
+    try:
+        pub = probe.node.create_publisher(Image, f"{node.namespace}/image", probe.qos(depth=1))
+        dets = probe.collect(Detection2DArray, f"{node.namespace}/detections")
+        frame = np.random.default_rng(7).integers(0, 256, (ORACLE_SOURCE, ORACLE_SOURCE, 3), dtype=np.uint8)
+        msg = image_msg(frame, "rgb8", 4242)
+        got = probe.spin_until(lambda: dets or node.proc.poll() is not None, 90,
+                               every=lambda: pub.publish(msg), period=5.0)
+        assert got and dets, node.output()
+        names = [d.results[0].hypothesis.class_id for d in dets[0].detections]
+        assert dets[0].header.stamp.sec == 4242
+        assert names == [name for name, score, _ in oracle_expected() if score >= 0.25], names
+    finally:
+        probe.close()
+    rc = node.stop(signal.SIGINT)
+    assert rc == 0, node.output()
+    assert "stopped: worker joined, backend closed" in node.output()
+
+
+def test_events_executor_refused_where_rclpy_lacks_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from dla_infer_node.errors import ParameterError
+    from dla_infer_node.node import executor_factory
+
+    monkeypatch.setitem(sys.modules, "rclpy.experimental", None)  # as on Humble/Jazzy: the import fails
+    with pytest.raises(ParameterError, match=r"executor.*'events'.*Kilted"):
+        executor_factory("events")
+    assert executor_factory("single").__name__ == "SingleThreadedExecutor"
