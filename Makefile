@@ -29,6 +29,8 @@ bench: venv
 	@mkdir -p bench/results
 	$(PY) -m dla_infer_node.bench_core
 	$(PY) -m dla_infer_node.bench_node
+	@if $(PY) -c "import rclpy.experimental.events_executor" 2>/dev/null; then \
+	  $(PY) -m dla_infer_node.bench_node --executor events --out bench/results/node_events.json; fi
 
 lint: venv
 	$(PY) -m ruff check dla_infer_node/
