@@ -7,6 +7,11 @@ seeds in [0, TRAIN_SEED_LIMIT); evaluation (dla_infer_node.evaluate) uses seeds 
 held-out scenes are never seen here. Each batch draws --fresh new scenes and fills the rest with mirrored
 replays of recent ones (ReplayFeed), so each scene is used about batch/fresh times.
 
+The deployed input (--input, 640x512) is larger than a CPU step can afford, so a step trains on --crop
+windows (320x256) of scenes letterboxed at the deployed scale times a random zoom (--zoom): objects keep the
+pixels they will have at run time (what small objects need), and the zoom range spans the object sizes the
+deployed input sees. The exported network is the same convolutional graph at the deployed input size.
+
 Outputs: <out>/shapes_yolo.onnx (BN folded, raw heads), shapes_yolo.labels.txt, shapes_yolo.meta.yaml and
 shapes_yolo.check.npz (torch outputs for fixed inputs; tools/verify_onnx.py compares ONNX Runtime to them).
 """
@@ -35,7 +40,11 @@ from shapes_model import ShapesYolo, export_onnx, fold_batchnorm  # noqa: E402
 from dla_infer_node.synth import CLASS_NAMES, generate_scene  # noqa: E402
 
 TRAIN_SEED_LIMIT = 1_000_000
-INPUT_W, INPUT_H = 320, 256  # network input; --input changes it (module globals, set once in main)
+INPUT_W, INPUT_H = 640, 512  # deployed network input; --input changes it (module globals, set once in main)
+CROP_W, CROP_H = 320, 256    # training crop (--crop): what one step sees
+ZOOM = (0.5, 1.05)           # training scenes are letterboxed at the deployed scale times U[ZOOM] (--zoom)
+CROP_KEEP = 0.6              # a box cut by a crop stays labelled with at least this share of its area inside
+CROP_ON_OBJECT = 0.0         # share of crops centred (with jitter) on a random object (tried: not better)
 PAD_VALUE = 114
 TRAIN_OBJECTS = (5, 16)  # object-count range of training scenes
 ANCHOR_T = 4.0          # YOLOv5 anchor-match threshold on the w/h ratio
@@ -56,13 +65,25 @@ def letterbox(img: np.ndarray, dst_w: int, dst_h: int) -> tuple[np.ndarray, floa
     return canvas, scale, px, py
 
 
-def make_sample_u8(seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """One training scene -> (H,W,3) uint8 RGB canvas, targets (N,5) [cls, cx, cy, w, h] in input px."""
+def make_sample_u8(seed: int, train: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """One scene -> (H,W,3) uint8 RGB canvas, targets (N,5) [cls, cx, cy, w, h] in canvas px.
+
+    ``train=False``: the deployed letterbox (canvas = network input). ``train=True``: the letterbox at the
+    deployed scale times a zoom drawn from ``ZOOM`` (seeded by the scene), on a canvas at least the crop
+    size; :func:`random_crop` then takes the training crop from it.
+    """
     size_rng = np.random.default_rng(seed + 7_777_777)
     w, h = SIZES[int(size_rng.integers(0, len(SIZES)))]
+    zoom = float(size_rng.uniform(*ZOOM)) if train and ZOOM[0] < ZOOM[1] else (ZOOM[0] if train else 1.0)
     # denser than the default scenes: more supervised objects per unit of (scarce) CPU time
     s = generate_scene(seed, w, h, min_objects=TRAIN_OBJECTS[0], max_objects=TRAIN_OBJECTS[1])
-    canvas, scale, px, py = letterbox(s.image, INPUT_W, INPUT_H)
+    cw, ch = max(1, round(INPUT_W * zoom)), max(1, round(INPUT_H * zoom))
+    canvas, scale, px, py = letterbox(s.image, cw, ch)
+    if train and (cw < CROP_W or ch < CROP_H):  # smaller than a crop: centre it on a crop-sized canvas
+        big = np.full((max(ch, CROP_H), max(cw, CROP_W), 3), PAD_VALUE, np.uint8)
+        ox, oy = (big.shape[1] - cw) // 2, (big.shape[0] - ch) // 2
+        big[oy:oy + ch, ox:ox + cw] = canvas
+        canvas, px, py = big, px + ox, py + oy
     b = s.boxes * scale + np.array([px, py, px, py], np.float32)
     t = np.stack([s.class_ids.astype(np.float32), (b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2,
                   b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]], 1) if len(b) else np.zeros((0, 5), np.float32)
@@ -70,8 +91,8 @@ def make_sample_u8(seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def make_sample(seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """One training scene -> (3,H,W) float32 in [0,1] RGB, targets (N,5) [cls, cx, cy, w, h] input px."""
-    canvas, t = make_sample_u8(seed)
+    """One scene at the deployed letterbox -> (3,H,W) float32 in [0,1] RGB, targets (N,5) in input px."""
+    canvas, t = make_sample_u8(seed, train=False)
     return canvas.transpose(2, 0, 1).astype(np.float32) / 255.0, t
 
 
@@ -202,11 +223,41 @@ def flipped(sample: tuple[np.ndarray, np.ndarray], code: int) -> tuple[np.ndarra
     t = t.copy()
     if code & 1:
         im = im[:, ::-1]
-        t[:, 1] = INPUT_W - t[:, 1]
+        t[:, 1] = im.shape[1] - t[:, 1]
     if code & 2:
         im = im[::-1]
-        t[:, 2] = INPUT_H - t[:, 2]
+        t[:, 2] = im.shape[0] - t[:, 2]
     return im, t
+
+
+def random_crop(sample: tuple[np.ndarray, np.ndarray], rng: np.random.Generator
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """A CROP_W x CROP_H window of a (zoomed) canvas; boxes clipped to it, kept with >= CROP_KEEP inside.
+
+    Why crops: the deployed input is larger than what a CPU step can afford, so each step sees part of a
+    scene at (about) the deployed scale instead of the whole scene shrunk, and small objects keep their
+    pixels. A box cut below CROP_KEEP is dropped, as the scene generator never leaves an object less than
+    that share inside the image either.
+    """
+    im, t = sample
+    h, w = im.shape[:2]
+    if (w, h) == (CROP_W, CROP_H):
+        return sample
+    if CROP_ON_OBJECT > 0 and len(t) and rng.random() < CROP_ON_OBJECT:
+        # centred on an object (+- a quarter crop): large objects at high zoom then often fit whole, where
+        # uniform windows mostly cut them below CROP_KEEP and they went unsupervised
+        cx, cy = t[int(rng.integers(0, len(t))), 1:3] + rng.uniform(-0.25, 0.25, 2) * [CROP_W, CROP_H]
+        x0 = int(np.clip(round(cx - CROP_W / 2), 0, w - CROP_W))
+        y0 = int(np.clip(round(cy - CROP_H / 2), 0, h - CROP_H))
+    else:
+        x0, y0 = int(rng.integers(0, w - CROP_W + 1)), int(rng.integers(0, h - CROP_H + 1))
+    xy = np.concatenate([t[:, 1:3] - t[:, 3:5] / 2, t[:, 1:3] + t[:, 3:5] / 2], 1) - [x0, y0, x0, y0]
+    cut = np.clip(xy, 0, [CROP_W, CROP_H, CROP_W, CROP_H])
+    inside = np.prod(cut[:, 2:] - cut[:, :2], 1) / np.maximum(np.prod(t[:, 3:5], 1), 1e-6)
+    keep = inside >= CROP_KEEP
+    cut = cut[keep]
+    t = np.concatenate([t[keep, :1], (cut[:, :2] + cut[:, 2:]) / 2, cut[:, 2:] - cut[:, :2]], 1)
+    return np.ascontiguousarray(im[y0:y0 + CROP_H, x0:x0 + CROP_W]), t.astype(np.float32)
 
 
 class ReplayFeed:
@@ -247,7 +298,7 @@ class ReplayFeed:
         if len(samples) < self.batch_size:  # first batch: nothing to replay yet, so add mirrors of the
             # new scenes (at most `fresh` of them: that batch may be smaller than batch_size)
             samples += [flipped(s, 1) for s in new][: self.batch_size - len(samples)]
-        return collate(samples)
+        return collate([random_crop(s, self.rng) for s in samples])
 
 
 def git_revision() -> str:
@@ -259,14 +310,22 @@ def git_revision() -> str:
 
 
 def main() -> None:
+    global INPUT_W, INPUT_H, CROP_W, CROP_H, ZOOM, CROP_ON_OBJECT
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--iters", type=int, default=14000)
+    ap.add_argument("--iters", type=int, default=13000)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--fresh", type=int, default=2,
                     help="new scenes per batch; the rest of the batch replays mirrored recent scenes")
     ap.add_argument("--replay-capacity", type=int, default=12000, help="scenes kept for replay (uint8)")
-    ap.add_argument("--input", default="320x256", help="network input WxH (multiples of 8 x --stem)")
+    ap.add_argument("--input", default="640x512", help="deployed network input WxH (multiples of 8 x --stem)")
+    ap.add_argument("--crop", default="320x256",
+                    help="training crop WxH (multiples of 8 x --stem); equal to --input with --zoom 1,1 "
+                         "trains on whole letterboxed scenes")
+    ap.add_argument("--crop-on-object", type=float, default=CROP_ON_OBJECT,
+                    help="share of training crops centred on a random object (the rest are uniform)")
+    ap.add_argument("--zoom", default="0.5,1.05",
+                    help="LO,HI: training scenes are letterboxed at the deployed scale times U[LO, HI]")
     ap.add_argument("--stem", type=int, default=4, help="patchify stem kernel = stride (heads at 2/4/8 x it)")
     ap.add_argument("--stem-channels", type=int, default=32)
     ap.add_argument("--width", type=float, default=1.0, help="channel multiplier after the stem")
@@ -278,6 +337,9 @@ def main() -> None:
     ap.add_argument("--time-budget", type=float, default=1680.0,
                     help="wall seconds; a machine too slow for --iters shortens the plan once, at "
                          "iteration 300, to end inside it (recorded in meta); also a hard stop")
+    ap.add_argument("--stop-at", type=int, default=None,
+                    help="end at this iteration with the LR schedule still planned for --iters: reproduces "
+                         "a run the time budget stopped (its metadata records both numbers)")
     ap.add_argument("--lr", type=float, default=2.5e-3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--precision", choices=("bf16", "fp32"), default="bf16",
@@ -287,10 +349,16 @@ def main() -> None:
     ap.add_argument("--ckpt", type=Path, default=None, help="checkpoint file (saved every 200 iters)")
     ap.add_argument("--resume", action="store_true")
     args = ap.parse_args()
-    global INPUT_W, INPUT_H
+    CROP_ON_OBJECT = args.crop_on_object
     INPUT_W, INPUT_H = (int(v) for v in args.input.lower().split("x"))
-    if INPUT_W % (8 * args.stem) or INPUT_H % (8 * args.stem):
-        ap.error(f"--input {args.input}: both sides must be multiples of {8 * args.stem}")
+    CROP_W, CROP_H = (int(v) for v in args.crop.lower().split("x"))
+    lo, hi = (float(v) for v in args.zoom.split(","))
+    ZOOM = (lo, hi)
+    for name, (w, h) in (("--input", (INPUT_W, INPUT_H)), ("--crop", (CROP_W, CROP_H))):
+        if w % (8 * args.stem) or h % (8 * args.stem):
+            ap.error(f"{name} {w}x{h}: both sides must be multiples of {8 * args.stem}")
+    if not 0 < lo <= hi:
+        ap.error(f"--zoom {args.zoom}: need 0 < LO <= HI")
 
     revision = git_revision()  # the code that trains, not whatever HEAD is when the run ends
     torch.set_num_threads(args.threads)
@@ -304,7 +372,7 @@ def main() -> None:
     nc = len(CLASS_NAMES)
     model = ShapesYolo(nc, stem=args.stem, stem_channels=args.stem_channels, p2=args.p2,
                        width=args.width)
-    model.init_head_bias((INPUT_H, INPUT_W))
+    model.init_head_bias((CROP_H, CROP_W))
     # channels-last activations: oneDNN's convolutions run ~25 % faster per sample on this CPU
     model = model.to(memory_format=torch.channels_last)
     ema = copy.deepcopy(model).eval()
@@ -338,9 +406,10 @@ def main() -> None:
     it = start_it
     while it < plan:
         el = time.time() - t_start
-        if el > args.time_budget:
+        if el > args.time_budget or it == args.stop_at:
             stopped_at = it
-            print(f"time budget reached at iteration {it}", flush=True)
+            why = "--stop-at" if it == args.stop_at else "time budget"
+            print(f"{why} reached at iteration {it}", flush=True)
             break
         if it == PLAN_CHECK_AT and start_it < it:
             per_it = el / it  # includes the anchor k-means and the first batches: errs on the safe side
@@ -417,10 +486,12 @@ def export(ema: torch.nn.Module, anchors: np.ndarray, args: argparse.Namespace, 
                     for n, s in zip(names, net.strides, strict=True)],
         "classes": list(CLASS_NAMES),
         "training": {"seed": args.seed, "revision": revision, "iterations": iters,
-                     "planned_iterations": args.iters, "time_bound": stopped_at is not None,
+                     "planned_iterations": args.iters,
+                     "time_bound": stopped_at is not None and stopped_at != args.stop_at,
                      "stem": args.stem, "stem_channels": args.stem_channels, "p2": args.p2,
                      "width": args.width, "box_weight": args.box_weight,
-                     "small_ref": args.small_ref,
+                     "small_ref": args.small_ref, "crop": [CROP_W, CROP_H], "zoom": list(ZOOM),
+                     "crop_on_object": CROP_ON_OBJECT,
                      "batch": args.batch, "fresh_per_batch": args.fresh, "precision": args.precision,
                      "replay_capacity": args.replay_capacity, "scenes": scenes,
                      "train_seeds": f"[{args.seed * TRAIN_SEED_LIMIT // 10}, "
