@@ -44,6 +44,9 @@ INPUT_W, INPUT_H = 640, 512  # deployed network input; --input changes it (modul
 CROP_W, CROP_H = 320, 256    # training crop (--crop): what one step sees
 ZOOM = (0.5, 1.05)           # training scenes are letterboxed at the deployed scale times U[ZOOM] (--zoom)
 CROP_KEEP = 0.6              # a box cut by a crop stays labelled with at least this share of its area inside
+BIG_EVERY = 0                # every N-th batch: BIG_BATCH windows of BIG_CROP (large objects fit); 0: off
+BIG_CROP = (480, 384)
+BIG_BATCH = 4
 CROP_ON_OBJECT = 0.0         # share of crops centred (with jitter) on a random object (tried: not better)
 PAD_VALUE = 114
 TRAIN_OBJECTS = (5, 16)  # object-count range of training scenes
@@ -230,8 +233,8 @@ def flipped(sample: tuple[np.ndarray, np.ndarray], code: int) -> tuple[np.ndarra
     return im, t
 
 
-def random_crop(sample: tuple[np.ndarray, np.ndarray], rng: np.random.Generator
-                ) -> tuple[np.ndarray, np.ndarray]:
+def random_crop(sample: tuple[np.ndarray, np.ndarray], rng: np.random.Generator,
+                size: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """A CROP_W x CROP_H window of a (zoomed) canvas; boxes clipped to it, kept with >= CROP_KEEP inside.
 
     Why crops: the deployed input is larger than what a CPU step can afford, so each step sees part of a
@@ -240,24 +243,31 @@ def random_crop(sample: tuple[np.ndarray, np.ndarray], rng: np.random.Generator
     that share inside the image either.
     """
     im, t = sample
+    cw, ch = size or (CROP_W, CROP_H)
     h, w = im.shape[:2]
-    if (w, h) == (CROP_W, CROP_H):
-        return sample
+    if w < cw or h < ch:  # a window larger than this canvas: centre the canvas on a padded one
+        big = np.full((max(h, ch), max(w, cw), 3), PAD_VALUE, np.uint8)
+        ox, oy = (big.shape[1] - w) // 2, (big.shape[0] - h) // 2
+        big[oy:oy + h, ox:ox + w] = im
+        im, t = big, t + np.array([0, ox, oy, 0, 0], np.float32)
+        h, w = im.shape[:2]
+    if (w, h) == (cw, ch):
+        return im, t
     if CROP_ON_OBJECT > 0 and len(t) and rng.random() < CROP_ON_OBJECT:
         # centred on an object (+- a quarter crop): large objects at high zoom then often fit whole, where
         # uniform windows mostly cut them below CROP_KEEP and they went unsupervised
-        cx, cy = t[int(rng.integers(0, len(t))), 1:3] + rng.uniform(-0.25, 0.25, 2) * [CROP_W, CROP_H]
-        x0 = int(np.clip(round(cx - CROP_W / 2), 0, w - CROP_W))
-        y0 = int(np.clip(round(cy - CROP_H / 2), 0, h - CROP_H))
+        cx, cy = t[int(rng.integers(0, len(t))), 1:3] + rng.uniform(-0.25, 0.25, 2) * [cw, ch]
+        x0 = int(np.clip(round(cx - cw / 2), 0, w - cw))
+        y0 = int(np.clip(round(cy - ch / 2), 0, h - ch))
     else:
-        x0, y0 = int(rng.integers(0, w - CROP_W + 1)), int(rng.integers(0, h - CROP_H + 1))
+        x0, y0 = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
     xy = np.concatenate([t[:, 1:3] - t[:, 3:5] / 2, t[:, 1:3] + t[:, 3:5] / 2], 1) - [x0, y0, x0, y0]
-    cut = np.clip(xy, 0, [CROP_W, CROP_H, CROP_W, CROP_H])
+    cut = np.clip(xy, 0, [cw, ch, cw, ch])
     inside = np.prod(cut[:, 2:] - cut[:, :2], 1) / np.maximum(np.prod(t[:, 3:5], 1), 1e-6)
     keep = inside >= CROP_KEEP
     cut = cut[keep]
     t = np.concatenate([t[keep, :1], (cut[:, :2] + cut[:, 2:]) / 2, cut[:, 2:] - cut[:, :2]], 1)
-    return np.ascontiguousarray(im[y0:y0 + CROP_H, x0:x0 + CROP_W]), t.astype(np.float32)
+    return np.ascontiguousarray(im[y0:y0 + ch, x0:x0 + cw]), t.astype(np.float32)
 
 
 class ReplayFeed:
@@ -276,15 +286,19 @@ class ReplayFeed:
         self.ring: list[tuple[np.ndarray, np.ndarray]] = []
         self.write = 0  # next ring slot to overwrite once the ring is full (oldest first)
         self.rng = np.random.default_rng(rng_seed)
+        self.batches = 0
 
     @property
     def scenes_drawn(self) -> int:
         return self.next_seed - self.first_seed
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        self.batches += 1
+        big = BIG_EVERY > 0 and self.batches % BIG_EVERY == 0
+        size, batch_size = (BIG_CROP, BIG_BATCH) if big else ((CROP_W, CROP_H), self.batch_size)
         new = [make_sample_u8(sd) for sd in range(self.next_seed, self.next_seed + self.fresh)]
         self.next_seed += self.fresh
-        n_replay = self.batch_size - self.fresh if self.ring else 0
+        n_replay = max(batch_size - self.fresh, 0) if self.ring else 0
         picks = self.rng.integers(0, len(self.ring), n_replay) if n_replay else []
         codes = self.rng.integers(1, 4, n_replay) if n_replay else []  # 1, 2, 3: never the original
         old = [flipped(self.ring[int(i)], int(c)) for i, c in zip(picks, codes, strict=True)]
@@ -295,10 +309,10 @@ class ReplayFeed:
                 self.ring[self.write] = s
                 self.write = (self.write + 1) % self.capacity
         samples = new + old
-        if len(samples) < self.batch_size:  # first batch: nothing to replay yet, so add mirrors of the
+        if len(samples) < batch_size:  # first batch: nothing to replay yet, so add mirrors of the
             # new scenes (at most `fresh` of them: that batch may be smaller than batch_size)
-            samples += [flipped(s, 1) for s in new][: self.batch_size - len(samples)]
-        return collate([random_crop(s, self.rng) for s in samples])
+            samples += [flipped(s, 1) for s in new][: batch_size - len(samples)]
+        return collate([random_crop(s, self.rng, size) for s in samples])
 
 
 def git_revision() -> str:
@@ -310,7 +324,7 @@ def git_revision() -> str:
 
 
 def main() -> None:
-    global INPUT_W, INPUT_H, CROP_W, CROP_H, ZOOM, CROP_ON_OBJECT
+    global INPUT_W, INPUT_H, CROP_W, CROP_H, ZOOM, CROP_ON_OBJECT, BIG_EVERY, BIG_CROP, BIG_BATCH
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--iters", type=int, default=13000)
@@ -322,6 +336,10 @@ def main() -> None:
     ap.add_argument("--crop", default="320x256",
                     help="training crop WxH (multiples of 8 x --stem); equal to --input with --zoom 1,1 "
                          "trains on whole letterboxed scenes")
+    ap.add_argument("--big-every", type=int, default=BIG_EVERY,
+                    help="every N-th batch holds --big-batch windows of --big-crop instead (0: never)")
+    ap.add_argument("--big-crop", default="480x384")
+    ap.add_argument("--big-batch", type=int, default=BIG_BATCH)
     ap.add_argument("--crop-on-object", type=float, default=CROP_ON_OBJECT,
                     help="share of training crops centred on a random object (the rest are uniform)")
     ap.add_argument("--zoom", default="0.5,1.05",
@@ -350,6 +368,9 @@ def main() -> None:
     ap.add_argument("--resume", action="store_true")
     args = ap.parse_args()
     CROP_ON_OBJECT = args.crop_on_object
+    BIG_EVERY, BIG_BATCH = args.big_every, args.big_batch
+    bw, bh = (int(v) for v in args.big_crop.lower().split("x"))
+    BIG_CROP = (bw, bh)
     INPUT_W, INPUT_H = (int(v) for v in args.input.lower().split("x"))
     CROP_W, CROP_H = (int(v) for v in args.crop.lower().split("x"))
     lo, hi = (float(v) for v in args.zoom.split(","))
@@ -492,6 +513,7 @@ def export(ema: torch.nn.Module, anchors: np.ndarray, args: argparse.Namespace, 
                      "width": args.width, "box_weight": args.box_weight,
                      "small_ref": args.small_ref, "crop": [CROP_W, CROP_H], "zoom": list(ZOOM),
                      "crop_on_object": CROP_ON_OBJECT,
+                     "big_every": BIG_EVERY, "big_crop": list(BIG_CROP), "big_batch": BIG_BATCH,
                      "batch": args.batch, "fresh_per_batch": args.fresh, "precision": args.precision,
                      "replay_capacity": args.replay_capacity, "scenes": scenes,
                      "train_seeds": f"[{args.seed * TRAIN_SEED_LIMIT // 10}, "
