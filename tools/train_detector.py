@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 from shapes_model import ShapesYolo, export_onnx, fold_batchnorm  # noqa: E402
+from train_loss import YoloLoss  # noqa: E402
 
 from dla_infer_node.synth import CLASS_NAMES, generate_scene  # noqa: E402
 
@@ -50,7 +51,6 @@ BIG_BATCH = 4
 CROP_ON_OBJECT = 0.0         # share of crops centred (with jitter) on a random object (tried: not better)
 PAD_VALUE = 114
 TRAIN_OBJECTS = (5, 16)  # object-count range of training scenes
-ANCHOR_T = 4.0          # YOLOv5 anchor-match threshold on the w/h ratio
 PLAN_CHECK_AT = 300     # iteration at which a too-slow machine shortens the plan (once)
 PLAN_BUDGET_SHARE = 0.97  # share of --time-budget the shortened plan aims at (export follows)
 # scene sizes drawn during training (mostly the default 640x480; a few others so letterboxing varies)
@@ -72,21 +72,15 @@ def make_sample_u8(seed: int, train: bool = True) -> tuple[np.ndarray, np.ndarra
     """One scene -> (H,W,3) uint8 RGB canvas, targets (N,5) [cls, cx, cy, w, h] in canvas px.
 
     ``train=False``: the deployed letterbox (canvas = network input). ``train=True``: the letterbox at the
-    deployed scale times a zoom drawn from ``ZOOM`` (seeded by the scene), on a canvas at least the crop
-    size; :func:`random_crop` then takes the training crop from it.
+    deployed scale times a zoom drawn from ``ZOOM`` (seeded by the scene); :func:`random_crop` then takes
+    the training window from it (padding a canvas smaller than the window).
     """
     size_rng = np.random.default_rng(seed + 7_777_777)
     w, h = SIZES[int(size_rng.integers(0, len(SIZES)))]
-    zoom = float(size_rng.uniform(*ZOOM)) if train and ZOOM[0] < ZOOM[1] else (ZOOM[0] if train else 1.0)
+    zoom = float(size_rng.uniform(*ZOOM)) if train else 1.0
     # denser than the default scenes: more supervised objects per unit of (scarce) CPU time
     s = generate_scene(seed, w, h, min_objects=TRAIN_OBJECTS[0], max_objects=TRAIN_OBJECTS[1])
-    cw, ch = max(1, round(INPUT_W * zoom)), max(1, round(INPUT_H * zoom))
-    canvas, scale, px, py = letterbox(s.image, cw, ch)
-    if train and (cw < CROP_W or ch < CROP_H):  # smaller than a crop: centre it on a crop-sized canvas
-        big = np.full((max(ch, CROP_H), max(cw, CROP_W), 3), PAD_VALUE, np.uint8)
-        ox, oy = (big.shape[1] - cw) // 2, (big.shape[0] - ch) // 2
-        big[oy:oy + ch, ox:ox + cw] = canvas
-        canvas, px, py = big, px + ox, py + oy
+    canvas, scale, px, py = letterbox(s.image, max(1, round(INPUT_W * zoom)), max(1, round(INPUT_H * zoom)))
     b = s.boxes * scale + np.array([px, py, px, py], np.float32)
     t = np.stack([s.class_ids.astype(np.float32), (b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2,
                   b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]], 1) if len(b) else np.zeros((0, 5), np.float32)
@@ -117,95 +111,6 @@ def kmeans_anchors(seed: int, n_scenes: int = 300, k: int = 9) -> np.ndarray:
             break
         centers = new
     return centers[np.argsort(centers.prod(1))]
-
-
-def bbox_ciou(p: torch.Tensor, t: torch.Tensor, eps: float = 1e-7) -> torch.Tensor:
-    """Complete-IoU of cxcywh boxes p and t (same shape (N,4))."""
-    p1, p2 = p[:, :2] - p[:, 2:] / 2, p[:, :2] + p[:, 2:] / 2
-    t1, t2 = t[:, :2] - t[:, 2:] / 2, t[:, :2] + t[:, 2:] / 2
-    inter = (torch.min(p2, t2) - torch.max(p1, t1)).clamp(0).prod(1)
-    union = p[:, 2:].prod(1) + t[:, 2:].prod(1) - inter + eps
-    iou = inter / union
-    cw = torch.max(p2, t2) - torch.min(p1, t1)
-    c2 = (cw ** 2).sum(1) + eps
-    rho2 = ((p[:, :2] - t[:, :2]) ** 2).sum(1)
-    dv = torch.atan(t[:, 2] / (t[:, 3] + eps)) - torch.atan(p[:, 2] / (p[:, 3] + eps))
-    v = (4 / math.pi ** 2) * dv ** 2
-    with torch.no_grad():
-        alpha = v / (v - iou + 1 + eps)
-    return iou - (rho2 / c2 + v * alpha)
-
-
-class YoloLoss:
-    """YOLOv5's loss: anchor-ratio matching, 3-cell neighbourhood, CIoU box, IoU-target objectness."""
-
-    def __init__(self, anchors: torch.Tensor, strides: tuple[int, ...], nc: int, w_box: float = 0.05,
-                 small_ref: float = 0.0) -> None:
-        self.anchors = anchors                # (nl, na, 2) input pixels
-        self.strides = strides
-        self.nc = nc
-        # per-level objectness weights, finest first (YOLOv5's values for 3 and 4 levels)
-        self.balance = (4.0, 1.0, 0.4) if len(strides) == 3 else (4.0, 1.0, 0.25, 0.06)
-        self.bce = torch.nn.BCEWithLogitsLoss()
-        self.w_box, self.w_obj, self.w_cls = w_box, 0.7, 0.3
-        # small_ref > 0: box and class terms of an object under small_ref input px (sqrt of its area) weigh
-        # small_ref/size (up to 3x), so the objects the detector misses most get more of the gradient
-        self.small_ref = small_ref
-
-    def _target_weights(self, wh: torch.Tensor, stride: int) -> torch.Tensor:
-        """Weights of the positives (w, h in grid units), summing to 1: uniform (a plain mean), or
-        small_ref/size for objects under small_ref input px. No positives: an empty sum, not a NaN mean."""
-        if self.small_ref > 0:
-            w = (self.small_ref / ((wh[:, 0] * wh[:, 1]).sqrt() * stride)).clamp(1.0, 3.0)
-        else:
-            w = torch.ones(len(wh))
-        return w / w.sum().clamp(min=1e-9)
-
-    def __call__(self, outs: tuple[torch.Tensor, ...],
-                 targets: torch.Tensor) -> tuple[torch.Tensor, list[float]]:
-        # targets: (M, 6) [image index, cls, cx, cy, w, h] in input pixels
-        lbox = torch.zeros(()); lobj = torch.zeros(()); lcls = torch.zeros(())  # noqa: E702
-        off = torch.tensor([[0, 0], [1, 0], [0, 1], [-1, 0], [0, -1]], dtype=torch.float32)
-        for i, out in enumerate(outs):
-            bs, _, gh, gw = out.shape
-            na = self.anchors.shape[1]
-            p = out.view(bs, na, 5 + self.nc, gh, gw).permute(0, 1, 3, 4, 2)
-            tobj = torch.zeros(p.shape[:4])
-            s = self.strides[i]
-            anc = self.anchors[i] / s                     # grid units
-            if len(targets):
-                t = targets.clone()
-                t[:, 2:] /= s
-                ratio = t[None, :, 4:6] / anc[:, None]    # (na, M, 2)
-                ok = torch.max(ratio, 1 / ratio).max(2).values < ANCHOR_T
-                a_idx, t_idx = ok.nonzero(as_tuple=True)
-                tt = t[t_idx]
-                gxy = tt[:, 2:4]
-                gxi = torch.tensor([gw, gh], dtype=torch.float32) - gxy
-                j, k = ((gxy % 1 < 0.5) & (gxy > 1)).T
-                l_, m = ((gxi % 1 < 0.5) & (gxi > 1)).T
-                sel = torch.stack([torch.ones_like(j), j, k, l_, m])  # (5, n)
-                tt5 = tt.repeat(5, 1, 1)[sel]
-                a5 = a_idx.repeat(5, 1)[sel]
-                offs = off[:, None].expand(5, len(tt), 2)[sel]
-                gij = (tt5[:, 2:4] - offs).long()
-                gi = gij[:, 0].clamp(0, gw - 1); gj = gij[:, 1].clamp(0, gh - 1)  # noqa: E702
-                b = tt5[:, 0].long()
-                ps = p[b, a5, gj, gi]
-                pxy = ps[:, :2].sigmoid() * 2 - 0.5
-                pwh = (ps[:, 2:4].sigmoid() * 2) ** 2 * anc[a5]
-                tbox = torch.cat([tt5[:, 2:4] - torch.stack([gi, gj], 1).float(), tt5[:, 4:6]], 1)
-                ciou = bbox_ciou(torch.cat([pxy, pwh], 1), tbox)
-                tobj[b, a5, gj, gi] = ciou.detach().clamp(0)
-                tc = torch.zeros_like(ps[:, 5:])
-                tc[torch.arange(len(tt5)), tt5[:, 1].long()] = 1.0
-                wt = self._target_weights(tt5[:, 4:6], s)
-                lbox = lbox + ((1 - ciou) * wt).sum()
-                lcls = lcls + (torch.nn.functional.binary_cross_entropy_with_logits(
-                    ps[:, 5:], tc, reduction="none").mean(1) * wt).sum()
-            lobj = lobj + self.bce(p[..., 4], tobj) * self.balance[i]
-        loss = self.w_box * lbox + self.w_obj * lobj + self.w_cls * lcls
-        return loss * outs[0].shape[0], [float(lbox.detach()), float(lobj.detach()), float(lcls.detach())]
 
 
 def collate(samples: list[tuple[np.ndarray, np.ndarray]]) -> tuple[torch.Tensor, torch.Tensor]:
