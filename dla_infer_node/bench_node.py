@@ -107,14 +107,6 @@ def zero_cost_backend() -> tuple[Any, Any]:
     return ZeroCost(), meta
 
 
-def _has_events_executor() -> bool:
-    try:
-        from rclpy.experimental import EventsExecutor  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def _stamp_ns(sec: int, nanosec: int) -> int:
     return int(sec) * 1_000_000_000 + int(nanosec)
 
@@ -371,7 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--result", default="", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.peer_executor is None:
-        args.peer_executor = "events" if _has_events_executor() else "single"
+        from dla_infer_node.node import has_events_executor
+
+        args.peer_executor = "events" if has_events_executor() else "single"
     roles = {"orchestrate": orchestrate, "publisher": role_publisher, "measure": role_measure,
              "listen": role_listen, "node": role_node}
     return roles[args.role](args)

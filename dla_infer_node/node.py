@@ -335,6 +335,15 @@ def _try_shutdown() -> None:
         rclpy.shutdown()
 
 
+def has_events_executor() -> bool:
+    """Whether this rclpy has EventsExecutor (rclpy.experimental, Kilted or newer)."""
+    try:
+        from rclpy.experimental import EventsExecutor  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def executor_factory(kind: str) -> Callable[[], Executor]:
     """What builds the executor named by the ``executor`` parameter (checked with the other parameters).
 
@@ -342,11 +351,11 @@ def executor_factory(kind: str) -> Callable[[], Executor]:
     parameter is refused rather than silently replaced.
     """
     if kind == "events":
-        try:
-            from rclpy.experimental import EventsExecutor
-        except ImportError:
+        if not has_events_executor():
             raise ParameterError("executor", kind, "'single' on this ROS 2 distro (its rclpy has no "
-                                 "rclpy.experimental.EventsExecutor; Kilted or newer has)") from None
+                                 "rclpy.experimental.EventsExecutor; Kilted or newer has)")
+        from rclpy.experimental import EventsExecutor
+
         return EventsExecutor
     return SingleThreadedExecutor
 

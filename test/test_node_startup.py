@@ -100,21 +100,15 @@ def test_signal_stops_cleanly_with_exit_0(node_runner: NodeRunner, oracle: tuple
     assert "stopped: worker joined, backend closed" in out and "Traceback" not in out
 
 
-def _has_events_executor() -> bool:
-    try:
-        from rclpy.experimental import EventsExecutor  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def test_events_executor_serves_frames_or_is_refused(node_runner: NodeRunner,
                                                      oracle: tuple[Path, Path]) -> None:
     """executor:=events: on a Kilted+ rclpy the node answers frames and stops with 0; elsewhere one line."""
     import numpy as np
 
+    from dla_infer_node.node import has_events_executor
+
     params = {"model_path": str(oracle[0]), "executor": "events", "qos_reliability": "reliable"}
-    if not _has_events_executor():
+    if not has_events_executor():
         rc, out = node_runner.run_to_exit(params)
         assert rc == 2, out
         assert "Kilted" in _one_parameter_line(out, "executor")
