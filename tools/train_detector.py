@@ -40,6 +40,8 @@ from train_loss import YoloLoss  # noqa: E402
 
 from dla_infer_node.synth import CLASS_NAMES, generate_scene  # noqa: E402
 
+Cropped = tuple[np.ndarray, np.ndarray, np.ndarray]  # window, targets, ignore regions (random_crop)
+
 TRAIN_SEED_LIMIT = 1_000_000
 INPUT_W, INPUT_H = 640, 512  # deployed network input; --input changes it (module globals, set once in main)
 CROP_W, CROP_H = 320, 256    # training crop (--crop): what one step sees
@@ -49,6 +51,11 @@ BIG_EVERY = 0                # every N-th batch: BIG_BATCH windows of BIG_CROP (
 BIG_CROP = (480, 384)
 BIG_BATCH = 4
 CROP_ON_OBJECT = 0.0         # share of crops centred (with jitter) on a random object (tried: not better)
+# Objects cut below CROP_KEEP are unlabelled yet visible in the window; without IGNORE_CUT their cells are
+# trained as background, which teaches the network to suppress large objects (they are the ones most often
+# cut). IGNORE_CUT leaves the objectness of those cells out of the loss instead (--ignore-cut).
+IGNORE_CUT = False
+NO_IGNORE = np.zeros((0, 6), np.float32)
 PAD_VALUE = 114
 TRAIN_OBJECTS = (5, 16)  # object-count range of training scenes
 PLAN_CHECK_AT = 300     # iteration at which a too-slow machine shortens the plan (once)
@@ -113,12 +120,18 @@ def kmeans_anchors(seed: int, n_scenes: int = 300, k: int = 9) -> np.ndarray:
     return centers[np.argsort(centers.prod(1))]
 
 
-def collate(samples: list[tuple[np.ndarray, np.ndarray]]) -> tuple[torch.Tensor, torch.Tensor]:
-    """uint8 HWC canvases + per-image targets -> NCHW float batch (channels-last memory), (M, 6) targets."""
-    imgs = np.stack([im for im, _ in samples])                     # (B, H, W, 3) uint8
+def collate(samples: list[Cropped]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """uint8 HWC canvases + per-image targets and ignore regions -> NCHW float batch (channels-last memory),
+    (M, 6) targets [image, cls, cx, cy, w, h], (K, 7) ignore regions [image, x0, y0, x1, y1, w, h]."""
+    imgs = np.stack([im for im, _, _ in samples])                  # (B, H, W, 3) uint8
     x = torch.from_numpy(imgs).permute(0, 3, 1, 2).float().div_(255.0)  # NHWC memory, NCHW shape
-    tgts = [np.concatenate([np.full((len(t), 1), i, np.float32), t], 1) for i, (_, t) in enumerate(samples)]
-    return x.contiguous(memory_format=torch.channels_last), torch.from_numpy(np.concatenate(tgts))
+
+    def indexed(k: int) -> torch.Tensor:  # field k of every sample, each row prefixed by its image index
+        rows = [np.concatenate([np.full((len(s[k]), 1), i, np.float32), s[k]], 1)
+                for i, s in enumerate(samples)]
+        return torch.from_numpy(np.concatenate(rows))
+
+    return x.contiguous(memory_format=torch.channels_last), indexed(1), indexed(2)
 
 
 def flipped(sample: tuple[np.ndarray, np.ndarray], code: int) -> tuple[np.ndarray, np.ndarray]:
@@ -139,8 +152,12 @@ def flipped(sample: tuple[np.ndarray, np.ndarray], code: int) -> tuple[np.ndarra
 
 
 def random_crop(sample: tuple[np.ndarray, np.ndarray], rng: np.random.Generator,
-                size: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                size: tuple[int, int] | None = None) -> Cropped:
     """A CROP_W x CROP_H window of a (zoomed) canvas; boxes clipped to it, kept with >= CROP_KEEP inside.
+
+    Returns (window, targets (N, 5) [cls, cx, cy, w, h], ignore regions (K, 6) [x0, y0, x1, y1, w, h]): with
+    IGNORE_CUT, each object cut below CROP_KEEP but still partly inside gives its visible part (xyxy in the
+    window) and its whole size, where the loss then asks no objectness either way (see train_loss).
 
     Why crops: the deployed input is larger than what a CPU step can afford, so each step sees part of a
     scene at (about) the deployed scale instead of the whole scene shrunk, and small objects keep their
@@ -157,7 +174,7 @@ def random_crop(sample: tuple[np.ndarray, np.ndarray], rng: np.random.Generator,
         im, t = big, t + np.array([0, ox, oy, 0, 0], np.float32)
         h, w = im.shape[:2]
     if (w, h) == (cw, ch):
-        return im, t
+        return im, t, NO_IGNORE
     if CROP_ON_OBJECT > 0 and len(t) and rng.random() < CROP_ON_OBJECT:
         # centred on an object (+- a quarter crop): large objects at high zoom then often fit whole, where
         # uniform windows mostly cut them below CROP_KEEP and they went unsupervised
@@ -170,9 +187,13 @@ def random_crop(sample: tuple[np.ndarray, np.ndarray], rng: np.random.Generator,
     cut = np.clip(xy, 0, [cw, ch, cw, ch])
     inside = np.prod(cut[:, 2:] - cut[:, :2], 1) / np.maximum(np.prod(t[:, 3:5], 1), 1e-6)
     keep = inside >= CROP_KEEP
+    ignore = NO_IGNORE
+    if IGNORE_CUT:
+        part = ~keep & (inside > 0)
+        ignore = np.concatenate([cut[part], t[part, 3:5]], 1).astype(np.float32)
     cut = cut[keep]
     t = np.concatenate([t[keep, :1], (cut[:, :2] + cut[:, 2:]) / 2, cut[:, 2:] - cut[:, :2]], 1)
-    return np.ascontiguousarray(im[y0:y0 + ch, x0:x0 + cw]), t.astype(np.float32)
+    return np.ascontiguousarray(im[y0:y0 + ch, x0:x0 + cw]), t.astype(np.float32), ignore
 
 
 class ReplayFeed:
@@ -197,7 +218,7 @@ class ReplayFeed:
     def scenes_drawn(self) -> int:
         return self.next_seed - self.first_seed
 
-    def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+    def next_batch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         self.batches += 1
         big = BIG_EVERY > 0 and self.batches % BIG_EVERY == 0
         size, batch_size = (BIG_CROP, BIG_BATCH) if big else ((CROP_W, CROP_H), self.batch_size)
@@ -229,7 +250,7 @@ def git_revision() -> str:
 
 
 def main() -> None:
-    global INPUT_W, INPUT_H, CROP_W, CROP_H, ZOOM, CROP_ON_OBJECT, BIG_EVERY, BIG_CROP, BIG_BATCH
+    global INPUT_W, INPUT_H, CROP_W, CROP_H, ZOOM, CROP_ON_OBJECT, BIG_EVERY, BIG_CROP, BIG_BATCH, IGNORE_CUT
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--iters", type=int, default=13000)
@@ -247,6 +268,9 @@ def main() -> None:
     ap.add_argument("--big-batch", type=int, default=BIG_BATCH)
     ap.add_argument("--crop-on-object", type=float, default=CROP_ON_OBJECT,
                     help="share of training crops centred on a random object (the rest are uniform)")
+    ap.add_argument("--ignore-cut", action="store_true",
+                    help="objects a window cuts below the kept share neither count as objects nor as "
+                         "background in the objectness loss (default: background)")
     ap.add_argument("--zoom", default="0.5,1.05",
                     help="LO,HI: training scenes are letterboxed at the deployed scale times U[LO, HI]")
     ap.add_argument("--stem", type=int, default=4, help="patchify stem kernel = stride (heads at 2/4/8 x it)")
@@ -273,6 +297,7 @@ def main() -> None:
     ap.add_argument("--resume", action="store_true")
     args = ap.parse_args()
     CROP_ON_OBJECT = args.crop_on_object
+    IGNORE_CUT = args.ignore_cut
     BIG_EVERY, BIG_BATCH = args.big_every, args.big_batch
     bw, bh = (int(v) for v in args.big_crop.lower().split("x"))
     BIG_CROP = (bw, bh)
@@ -348,10 +373,10 @@ def main() -> None:
             args.lr * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(prog, 1.0))))
         for g in opt.param_groups:
             g["lr"] = lr
-        imgs, tg = feed.next_batch()
+        imgs, tg, ign = feed.next_batch()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
             outs = model(imgs)
-        loss, parts = crit(tuple(o.float() for o in outs), tg)  # the loss (CIoU, BCE) in float32
+        loss, parts = crit(tuple(o.float() for o in outs), tg, ign)  # the loss (CIoU, BCE) in float32
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
@@ -417,7 +442,7 @@ def export(ema: torch.nn.Module, anchors: np.ndarray, args: argparse.Namespace, 
                      "stem": args.stem, "stem_channels": args.stem_channels, "p2": args.p2,
                      "width": args.width, "box_weight": args.box_weight,
                      "small_ref": args.small_ref, "crop": [CROP_W, CROP_H], "zoom": list(ZOOM),
-                     "crop_on_object": CROP_ON_OBJECT,
+                     "crop_on_object": CROP_ON_OBJECT, "ignore_cut": IGNORE_CUT,
                      "big_every": BIG_EVERY, "big_crop": list(BIG_CROP), "big_batch": BIG_BATCH,
                      "batch": args.batch, "fresh_per_batch": args.fresh, "precision": args.precision,
                      "replay_capacity": args.replay_capacity, "scenes": scenes,

@@ -1,7 +1,8 @@
 """The detector's training loss (YOLOv5 style), kept apart from the data feed and loop in train_detector.
 
 Anchor-ratio matching (< ANCHOR_T), 3-cell neighbourhood, CIoU box loss, IoU-target objectness, BCE classes;
-the box and class terms can weight small objects more (``small_ref``).
+the box and class terms can weight small objects more (``small_ref``); objects a training window cut too
+much to label can be left out of the objectness term (``ignores``) instead of counting as background.
 """
 
 from __future__ import annotations
@@ -55,9 +56,26 @@ class YoloLoss:
             w = torch.ones(len(wh))
         return w / w.sum().clamp(min=1e-9)
 
-    def __call__(self, outs: tuple[torch.Tensor, ...],
-                 targets: torch.Tensor) -> tuple[torch.Tensor, list[float]]:
+    def _ignored(self, ignores: torch.Tensor, level: int, shape: torch.Size) -> torch.Tensor:
+        """(bs, na, gh, gw) mask of the cells whose objectness is left out: a cell of an anchor that would
+        match the cut object's whole size (ratio < ANCHOR_T), with its centre inside the visible part."""
+        mask = torch.zeros(shape, dtype=torch.bool)
+        s = self.strides[level]
+        anc = self.anchors[level]                                     # (na, 2) input pixels
+        ratio = ignores[None, :, 5:7] / anc[:, None]                  # (na, K, 2)
+        match = torch.max(ratio, 1 / ratio).max(2).values < ANCHOR_T  # (na, K)
+        # cell (gx, gy) has its centre at ((gx + 0.5) s, (gy + 0.5) s): inside [x0, x1) x [y0, y1)
+        lo = torch.ceil(ignores[:, 1:3] / s - 0.5).long().clamp(min=0)
+        hi = torch.ceil(ignores[:, 3:5] / s - 0.5).long()
+        for k in range(len(ignores)):
+            b, (x0, y0), (x1, y1) = int(ignores[k, 0]), lo[k].tolist(), hi[k].tolist()
+            mask[b, match[:, k], y0:y1, x0:x1] = True
+        return mask
+
+    def __call__(self, outs: tuple[torch.Tensor, ...], targets: torch.Tensor,
+                 ignores: torch.Tensor | None = None) -> tuple[torch.Tensor, list[float]]:
         # targets: (M, 6) [image index, cls, cx, cy, w, h] in input pixels
+        # ignores: (K, 7) [image index, x0, y0, x1, y1 (visible part), w, h (whole object)] in input pixels
         lbox = torch.zeros(()); lobj = torch.zeros(()); lcls = torch.zeros(())  # noqa: E702
         off = torch.tensor([[0, 0], [1, 0], [0, 1], [-1, 0], [0, -1]], dtype=torch.float32)
         for i, out in enumerate(outs):
@@ -97,6 +115,13 @@ class YoloLoss:
                 lbox = lbox + ((1 - ciou) * wt).sum()
                 lcls = lcls + (torch.nn.functional.binary_cross_entropy_with_logits(
                     ps[:, 5:], tc, reduction="none").mean(1) * wt).sum()
-            lobj = lobj + self.bce(p[..., 4], tobj) * self.balance[i]
+            if ignores is not None and len(ignores):
+                # positives stay; the rest of a cut object's cells are neither object nor background
+                per_cell = torch.nn.functional.binary_cross_entropy_with_logits(p[..., 4], tobj,
+                                                                                reduction="none")
+                left_out = self._ignored(ignores, i, tobj.shape) & (tobj == 0)
+                lobj = lobj + per_cell.masked_fill(left_out, 0.0).mean() * self.balance[i]
+            else:
+                lobj = lobj + self.bce(p[..., 4], tobj) * self.balance[i]
         loss = self.w_box * lbox + self.w_obj * lobj + self.w_cls * lcls
         return loss * outs[0].shape[0], [float(lbox.detach()), float(lobj.detach()), float(lcls.detach())]
