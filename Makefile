@@ -33,8 +33,8 @@ bench: venv
 	  $(PY) -m dla_infer_node.bench_node --executor events --out bench/results/node_events.json; fi
 
 lint: venv
-	$(PY) -m ruff check dla_infer_node/
-	$(PY) -m mypy dla_infer_node/
+	$(PY) -m ruff check dla_infer_node/ tools/ test/ test_gpu/
+	$(PY) -m mypy dla_infer_node/ tools/
 
 # Runs on a GPU machine with its system Python (not .venv): scripts/test_gpu.sh sets itself up.
 test-gpu:

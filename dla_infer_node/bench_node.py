@@ -286,7 +286,8 @@ def orchestrate(args: argparse.Namespace) -> int:
     published = bare_n = dets_n = both_n = 0
     seconds = 0.0
     for _ in range(args.rounds):
-        p, m, li, n = _round(args, env, Path(tempfile.mkdtemp(prefix="bench_node_")))
+        with tempfile.TemporaryDirectory(prefix="bench_node_") as tmp:  # a failed round prints its logs
+            p, m, li, n = _round(args, env, Path(tmp))
         bare = {int(k): v for k, v in m["bare"].items()}
         dets = {int(k): v for k, v in li["detections"].items()}
         arrived = {int(k): v for k, v in n["arrivals"].items()}

@@ -8,6 +8,7 @@ Fixtures for running the node as a separate process live here; ROS-side helpers 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,9 +27,16 @@ def _domain_id() -> int:
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"  # Jazzy and later
 os.environ["ROS_LOCALHOST_ONLY"] = "1"                     # Humble (deprecated but honoured later)
 os.environ["ROS_DOMAIN_ID"] = str(_domain_id())
-os.environ.setdefault("ROS_LOG_DIR", tempfile.mkdtemp(prefix="dla_infer_test_roslog_"))
+_OWN_LOG_DIR = None if os.environ.get("ROS_LOG_DIR") else tempfile.mkdtemp(prefix="dla_infer_test_roslog_")
+if _OWN_LOG_DIR is not None:
+    os.environ["ROS_LOG_DIR"] = _OWN_LOG_DIR
 os.environ.setdefault("RCUTILS_COLORIZED_OUTPUT", "0")
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _OWN_LOG_DIR is not None:  # ROS logs of this run (set ROS_LOG_DIR to keep them)
+        shutil.rmtree(_OWN_LOG_DIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -30,7 +30,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 FAKE = os.environ.get("DLA_TEST_FAKE_DRIVER") == "1"
+_OWN_BUILD = not os.environ.get("DLA_EMULATOR_BUILD")  # a folder we make, we remove (pytest_unconfigure)
 _BUILD = Path(os.environ.get("DLA_EMULATOR_BUILD") or tempfile.mkdtemp(prefix="dla-emu-"))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _OWN_BUILD:  # the loaded library stays mapped; its file is no longer needed
+        shutil.rmtree(_BUILD, ignore_errors=True)
 
 
 def _build() -> tuple[Path, Path | None]:
@@ -144,5 +150,5 @@ def cuda() -> Any:
 
 
 @pytest.fixture(scope="session")
-def artifacts_dir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="dla-emu-artifacts-"))
+def artifacts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("dla-emu-artifacts")  # pytest keeps the last few runs' folders
