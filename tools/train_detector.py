@@ -54,7 +54,7 @@ CROP_ON_OBJECT = 0.0         # share of crops centred (with jitter) on a random 
 # Objects cut below CROP_KEEP are unlabelled yet visible in the window; without IGNORE_CUT their cells are
 # trained as background, which teaches the network to suppress large objects (they are the ones most often
 # cut). IGNORE_CUT leaves the objectness of those cells out of the loss instead (--ignore-cut).
-IGNORE_CUT = False
+IGNORE_CUT = True
 NO_IGNORE = np.zeros((0, 6), np.float32)
 PAD_VALUE = 114
 TRAIN_OBJECTS = (5, 16)  # object-count range of training scenes
@@ -225,8 +225,9 @@ class ReplayFeed:
         new = [make_sample_u8(sd) for sd in range(self.next_seed, self.next_seed + self.fresh)]
         self.next_seed += self.fresh
         n_replay = max(batch_size - self.fresh, 0) if self.ring else 0
-        picks = self.rng.integers(0, len(self.ring), n_replay) if n_replay else []
-        codes = self.rng.integers(1, 4, n_replay) if n_replay else []  # 1, 2, 3: never the original
+        none = np.zeros(0, np.int64)
+        picks = self.rng.integers(0, len(self.ring), n_replay) if n_replay else none
+        codes = self.rng.integers(1, 4, n_replay) if n_replay else none  # 1, 2, 3: never the original
         old = [flipped(self.ring[int(i)], int(c)) for i, c in zip(picks, codes, strict=True)]
         for s in new:
             if len(self.ring) < self.capacity:
@@ -253,7 +254,7 @@ def main() -> None:
     global INPUT_W, INPUT_H, CROP_W, CROP_H, ZOOM, CROP_ON_OBJECT, BIG_EVERY, BIG_CROP, BIG_BATCH, IGNORE_CUT
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--iters", type=int, default=13000)
+    ap.add_argument("--iters", type=int, default=11800)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--fresh", type=int, default=2,
                     help="new scenes per batch; the rest of the batch replays mirrored recent scenes")
@@ -268,14 +269,14 @@ def main() -> None:
     ap.add_argument("--big-batch", type=int, default=BIG_BATCH)
     ap.add_argument("--crop-on-object", type=float, default=CROP_ON_OBJECT,
                     help="share of training crops centred on a random object (the rest are uniform)")
-    ap.add_argument("--ignore-cut", action="store_true",
+    ap.add_argument("--ignore-cut", action=argparse.BooleanOptionalAction, default=True,
                     help="objects a window cuts below the kept share neither count as objects nor as "
-                         "background in the objectness loss (default: background)")
+                         "background in the objectness loss (--no-ignore-cut: background, as before)")
     ap.add_argument("--zoom", default="0.5,1.05",
                     help="LO,HI: training scenes are letterboxed at the deployed scale times U[LO, HI]")
     ap.add_argument("--stem", type=int, default=4, help="patchify stem kernel = stride (heads at 2/4/8 x it)")
     ap.add_argument("--stem-channels", type=int, default=32)
-    ap.add_argument("--width", type=float, default=1.0, help="channel multiplier after the stem")
+    ap.add_argument("--width", type=float, default=1.25, help="channel multiplier after the stem")
     ap.add_argument("--box-weight", type=float, default=0.1,
                     help="weight of the CIoU box loss (objectness 0.7, classes 0.3)")
     ap.add_argument("--small-ref", type=float, default=32.0,
@@ -437,7 +438,8 @@ def export(ema: torch.nn.Module, anchors: np.ndarray, args: argparse.Namespace, 
                     for n, s in zip(names, net.strides, strict=True)],
         "classes": list(CLASS_NAMES),
         "training": {"seed": args.seed, "revision": revision, "iterations": iters,
-                     "planned_iterations": args.iters,
+                     # the plan the LR schedule followed (--iters, unless shortened at PLAN_CHECK_AT)
+                     "planned_iterations": plan, "requested_iterations": args.iters,
                      "time_bound": stopped_at is not None and stopped_at != args.stop_at,
                      "stem": args.stem, "stem_channels": args.stem_channels, "p2": args.p2,
                      "width": args.width, "box_weight": args.box_weight,
