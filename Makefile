@@ -29,7 +29,7 @@ bench: venv
 	@mkdir -p bench/results
 	$(PY) -m dla_infer_node.bench_core
 	$(PY) -m dla_infer_node.bench_node
-	@if $(PY) -c "import rclpy.experimental.events_executor" 2>/dev/null; then \
+	@if $(PY) -c "from dla_infer_node.node import has_events_executor as h; raise SystemExit(not h())"; then \
 	  $(PY) -m dla_infer_node.bench_node --executor events --out bench/results/node_events.json; fi
 
 lint: venv

@@ -14,6 +14,13 @@ import torch
 ANCHOR_T = 4.0  # YOLOv5 anchor-match threshold on the w/h ratio
 
 
+def anchor_match(wh: torch.Tensor, anchors: torch.Tensor) -> torch.Tensor:
+    """(na, N) whether each anchor may predict each box: w and h both within ANCHOR_T x of the anchor's.
+    ``wh`` (N, 2) and ``anchors`` (na, 2) in the same units."""
+    ratio = wh[None] / anchors[:, None]                           # (na, N, 2)
+    return torch.max(ratio, 1 / ratio).max(2).values < ANCHOR_T
+
+
 def bbox_ciou(p: torch.Tensor, t: torch.Tensor, eps: float = 1e-7) -> torch.Tensor:
     """Complete-IoU of cxcywh boxes p and t (same shape (N,4))."""
     p1, p2 = p[:, :2] - p[:, 2:] / 2, p[:, :2] + p[:, 2:] / 2
@@ -62,8 +69,7 @@ class YoloLoss:
         mask = torch.zeros(shape, dtype=torch.bool)
         s = self.strides[level]
         anc = self.anchors[level]                                     # (na, 2) input pixels
-        ratio = ignores[None, :, 5:7] / anc[:, None]                  # (na, K, 2)
-        match = torch.max(ratio, 1 / ratio).max(2).values < ANCHOR_T  # (na, K)
+        match = anchor_match(ignores[:, 5:7], anc)                    # (na, K)
         # cell (gx, gy) has its centre at ((gx + 0.5) s, (gy + 0.5) s): inside [x0, x1) x [y0, y1)
         lo = torch.ceil(ignores[:, 1:3] / s - 0.5).long().clamp(min=0)
         hi = torch.ceil(ignores[:, 3:5] / s - 0.5).long()
@@ -88,9 +94,7 @@ class YoloLoss:
             if len(targets):
                 t = targets.clone()
                 t[:, 2:] /= s
-                ratio = t[None, :, 4:6] / anc[:, None]    # (na, M, 2)
-                ok = torch.max(ratio, 1 / ratio).max(2).values < ANCHOR_T
-                a_idx, t_idx = ok.nonzero(as_tuple=True)
+                a_idx, t_idx = anchor_match(t[:, 4:6], anc).nonzero(as_tuple=True)
                 tt = t[t_idx]
                 gxy = tt[:, 2:4]
                 gxi = torch.tensor([gw, gh], dtype=torch.float32) - gxy
