@@ -1,4 +1,4 @@
-"""The detector's training loss (YOLOv5 style), kept apart from the data feed and loop in train_detector.
+"""The detector's training loss (YOLOv5 style), kept apart from the data feed (train_data) and the loop.
 
 Anchor-ratio matching (< ANCHOR_T), 3-cell neighbourhood, CIoU box loss, IoU-target objectness, BCE classes;
 the box and class terms can weight small objects more (``small_ref``); objects a training window cut too
