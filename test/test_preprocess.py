@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 from _core_fixtures import make_metadata
 
 from dla_infer_node.errors import InputError
 from dla_infer_node.image_io import image_from_fields
-from dla_infer_node.preprocess import Letterbox, Preprocessor, preprocess, reference_preprocess
+from dla_infer_node.preprocess import (
+    Letterbox,
+    Preprocessor,
+    preprocess,
+    reference_preprocess,
+    resize_interpolation,
+)
 from dla_infer_node.tensor_format import TensorLayout, pack, unpack
 
 
@@ -68,6 +75,46 @@ def test_fast_path_matches_contract(encoding: str, order: str) -> None:
         assert lb == lb_ref
         assert got.shape == (1, 3, 64, 96) and got.dtype == np.float32
         np.testing.assert_allclose(got, ref, atol=2e-5)
+
+
+@pytest.mark.parametrize(
+    ("src", "dst", "shortcut"),
+    [
+        ((1920, 1080), (640, 640), True),  # 3x: the everyday 1080p camera into a 640 network
+        ((1917, 1077), (639, 639), True),  # 3x with odd source sizes (NEAREST_EXACT's rounding branch)
+        ((500, 250), (100, 100), True),  # 5x
+        ((1280, 720), (640, 640), False),  # 2x: bilinear averages two pixels, no shortcut
+        ((1920, 1080), (512, 512), False),  # 3.75x
+        ((64, 64), (320, 320), False),  # upscaling
+    ],
+)
+@pytest.mark.parametrize("c", [1, 3, 4])
+def test_odd_factor_shortcut_is_byte_exact(src: tuple[int, int], dst: tuple[int, int], shortcut: bool,
+                                           c: int) -> None:
+    """The odd-factor shortcut reproduces cv2.resize INTER_LINEAR byte for byte, and only it is chosen."""
+    rng = np.random.default_rng(11)
+    img = rng.integers(0, 256, (src[1], src[0], c), dtype=np.uint8)
+    lb = Letterbox.fit(*src, *dst)
+    interp = resize_interpolation(src[0], src[1], lb.new_w, lb.new_h)
+    assert (interp == cv2.INTER_NEAREST_EXACT) == shortcut
+    linear = cv2.resize(img, (lb.new_w, lb.new_h), interpolation=cv2.INTER_LINEAR)
+    np.testing.assert_array_equal(cv2.resize(img, (lb.new_w, lb.new_h), interpolation=interp), linear)
+    encoding = {1: "mono8", 3: "bgr8", 4: "bgra8"}[c]
+    meta = make_metadata(width=dst[0], height=dst[1], pad_value=114)
+    pre = Preprocessor(meta.input)
+    got, _ = pre(img, encoding)
+    assert pre.interpolation == interp
+    ref, _ = reference_preprocess(img, encoding, meta.input)  # cv2.resize INTER_LINEAR, float64
+    np.testing.assert_allclose(got, ref, atol=1e-6)  # one grey level is 1/255: any byte off would show
+
+
+def test_resize_interpolation_per_axis() -> None:
+    assert resize_interpolation(900, 100, 300, 100) == cv2.INTER_NEAREST_EXACT  # 3x across, 1x down
+    img = np.random.default_rng(3).integers(0, 256, (100, 900, 3), dtype=np.uint8)
+    np.testing.assert_array_equal(cv2.resize(img, (300, 100), interpolation=cv2.INTER_NEAREST_EXACT),
+                                  cv2.resize(img, (300, 100), interpolation=cv2.INTER_LINEAR))
+    assert resize_interpolation(900, 200, 300, 100) == cv2.INTER_LINEAR  # 3x across, 2x down
+    assert resize_interpolation(300, 100, 300, 100) == cv2.INTER_LINEAR  # same size: the caller skips it
 
 
 def test_channel_order_and_normalisation_by_hand() -> None:
