@@ -108,6 +108,26 @@ def test_odd_factor_shortcut_is_byte_exact(src: tuple[int, int], dst: tuple[int,
     np.testing.assert_allclose(got, ref, atol=1e-6)  # one grey level is 1/255: any byte off would show
 
 
+@pytest.mark.parametrize("fast_multiply", [True, False])
+def test_both_zero_mean_conversions_match_the_contract(fast_multiply: bool) -> None:
+    """The build-dependent choice (scaled multiply or normalize) never changes the tensor beyond rounding."""
+    rng = np.random.default_rng(9)
+    img = rng.integers(0, 256, (1080, 1920, 3), dtype=np.uint8)
+    meta = make_metadata(width=640, height=640, pad_value=114)  # mean 0, std 255: the YOLO convention
+    pre = Preprocessor(meta.input)
+    pre.fast_multiply = fast_multiply
+    got, _ = pre(img, "rgb8")
+    ref, _ = reference_preprocess(img, "rgb8", meta.input)
+    np.testing.assert_allclose(got, ref, atol=1e-6)
+
+
+def test_multiply_is_fast_is_measured_once_per_process() -> None:
+    from dla_infer_node.preprocess import multiply_is_fast
+
+    assert isinstance(multiply_is_fast(), bool)
+    assert multiply_is_fast.cache_info().currsize == 1  # cached: later preprocessors do not re-measure
+
+
 def test_resize_interpolation_per_axis() -> None:
     assert resize_interpolation(900, 100, 300, 100) == cv2.INTER_NEAREST_EXACT  # 3x across, 1x down
     img = np.random.default_rng(3).integers(0, 256, (100, 900, 3), dtype=np.uint8)
