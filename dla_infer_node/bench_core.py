@@ -27,8 +27,9 @@ import cv2
 import numpy as np
 
 from dla_infer_node.decode import make_decoder
-from dla_infer_node.model_meta import InputSpec, ModelMetadata, parse_metadata
+from dla_infer_node.model_meta import InputSpec, ModelMetadata, load_metadata, parse_metadata
 from dla_infer_node.preprocess import Letterbox, Preprocessor
+from dla_infer_node.resources import default_model_metadata
 from dla_infer_node.tensor_format import TensorLayout, pack, unpack
 
 
@@ -236,14 +237,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
     args = ap.parse_args(argv)
     rounds = 3 if args.quick else args.rounds
-    spec = InputSpec(name="images", width=640, height=640)
+    spec = load_metadata(default_model_metadata()).input  # the shipped model: 640x512, x = pixel / 255
     result: dict[str, Any] = {
         "host": {"machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
                  "python": platform.python_version(), "numpy": np.__version__, "opencv": cv2.__version__,
                  "loadavg": os.getloadavg()},
         **bench_preprocess_spread(
-            # 640: the shipped model size (3x, the odd-factor shortcut); 512: a size 1080 is no whole
-            # multiple of, the general INTER_LINEAR path
+            # the shipped model (1080p letterboxes to 640x360: 3x, the odd-factor shortcut); 512x512: a
+            # size 1080 is no whole multiple of, the general INTER_LINEAR path
             {"preprocess": spec, "preprocess_general": InputSpec(name="images", width=512, height=512)},
             blocks=2 if args.quick else 7, rounds=3, iters=5 if args.quick else 40,
             gap_s=0.0 if args.quick else 8.0),

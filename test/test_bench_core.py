@@ -15,6 +15,7 @@ def test_quick_run_writes_all_sections(tmp_path: Path) -> None:
     shortcut, general = result["preprocess"], result["preprocess_general"]
     assert shortcut["resize_path"].startswith("INTER_NEAREST_EXACT")
     assert general["resize_path"] == "INTER_LINEAR"
+    assert shortcut["model_input"] == [640, 512]  # the shipped model
     assert shortcut["resized"] == [640, 360] and general["resized"] == [512, 288]
     for p in (shortcut, general):
         assert len(p["ratio_per_block"]) == len(p["block_started_s"]) == 2
