@@ -45,15 +45,16 @@ def validate_image(image: Any, encoding: str, stage: str = "input") -> np.ndarra
     if not isinstance(image, np.ndarray):
         raise InputError(f"image must be a numpy array, got {type(image).__name__}",
                          call="validate_image", params={"encoding": encoding}, stage=stage)
+    params_shape = image.shape
+    if image.ndim == 2 and c == 1:
+        image = image[:, :, np.newaxis]
     shape = image.shape
     if image.dtype == np.uint8 and len(shape) == 3 and shape[0] and shape[1] and shape[2] == c:
         return image  # the per-frame case: no error text is built
-    if image.dtype == np.uint8 and len(shape) == 2 and c == 1 and shape[0] and shape[1]:
-        return image[:, :, np.newaxis]
-    params = {"encoding": encoding, "shape": shape, "dtype": str(image.dtype)}
+    params = {"encoding": encoding, "shape": params_shape, "dtype": str(image.dtype)}
     if image.dtype != np.uint8:
         raise InputError("image dtype must be uint8", call="validate_image", params=params, stage=stage)
-    if image.ndim not in (2, 3) or (image.ndim == 2 and c != 1):
+    if len(shape) != 3:
         raise InputError("image must be (H, W, C)", call="validate_image", params=params, stage=stage)
     if shape[0] == 0 or shape[1] == 0:
         raise InputError("image is empty (zero width or height)", call="validate_image",

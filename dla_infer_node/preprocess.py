@@ -15,7 +15,8 @@ One exact shortcut: when the frame is an odd whole multiple of the resized size 
 640x360 is 3x), INTER_LINEAR's sample point ``(d + 0.5) * k - 0.5 = k*d + (k-1)/2`` falls exactly on a
 pixel centre with weight 1, so the bilinear result IS the centre pixel of every k x k block. OpenCV's
 INTER_NEAREST_EXACT picks exactly that pixel (``floor((d + 0.5) * k)``) without reading the other rows and
-without the weighting: the same bytes, measured about 3x cheaper than the bilinear pass here. Even factors
+without the weighting: the same bytes, measured at about half the bilinear pass's time here
+(0.15-0.18 ms vs 0.33-0.45 ms for 1920x1080 -> 640x360). Even factors
 (2x averages two pixels) and fractional ones take INTER_LINEAR; tests compare both paths with
 ``cv2.resize(..., INTER_LINEAR)`` byte for byte.
 """
