@@ -16,8 +16,8 @@ from pathlib import Path
 def test_one_short_round_writes_a_complete_result(tmp_path: Path, ros_env: dict[str, str]) -> None:
     out = tmp_path / "node.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "dla_infer_node.bench_node", "--rounds", "1", "--duration", "3", "--warmup", "1",
-         "--out", str(out)], env=ros_env, capture_output=True, text=True, timeout=180)
+        [sys.executable, "-m", "dla_infer_node.bench_node", "--rounds", "1", "--duration", "3",
+         "--warmup", "1", "--out", str(out)], env=ros_env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(out.read_text())
     frames = result["frames"]
