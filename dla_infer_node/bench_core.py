@@ -73,12 +73,19 @@ def bench_preprocess(spec: InputSpec, rounds: int, iters: int) -> dict[str, Any]
     lb = Letterbox.fit(1920, 1080, spec.width, spec.height)
     size = (lb.new_w, lb.new_h)
     pre = Preprocessor(spec)
-    pre(frame, "bgr8")  # sets pre.interpolation for this frame size
-    t = interleaved({
+    pre(frame, "bgr8")  # sets pre.interpolation for this frame size (and times the two shortcut ways)
+    fns: dict[str, Callable[[], object]] = {
         "bare_resize": lambda: cv2.resize(frame, size, interpolation=cv2.INTER_LINEAR),
         "preprocess": lambda: pre(frame, "bgr8"),
-    }, rounds, iters)
+    }
+    if pre.gather_applies:  # both shortcut ways forced as well, so the file shows what the choice was worth
+        for name, forced in (("fused_gather", True), ("usual_path", False)):
+            other = Preprocessor(spec, fused_gather=forced)
+            fns[name] = lambda p=other: p(frame, "bgr8")  # type: ignore[misc]
+    t = interleaved(fns, rounds, iters)
     ratios = [p / b for p, b in zip(t["preprocess"], t["bare_resize"], strict=True)]
+    forced_ratios = {name: statistics.median(v / b for v, b in zip(t[name], t["bare_resize"], strict=True))
+                     for name in ("fused_gather", "usual_path") if name in t}
     # paired single calls, alternating which goes first: load from other processes hits both alike
     pairs = []
     for i in range(rounds * iters):
@@ -104,6 +111,8 @@ def bench_preprocess(spec: InputSpec, rounds: int, iters: int) -> dict[str, Any]
         "preprocess_ms_min": min(t["preprocess"]) * 1e3,
         "ratio_median_of_rounds": statistics.median(ratios),
         "ratio_of_mins": min(t["preprocess"]) / min(t["bare_resize"]),
+        "fused_gather_chosen": pre.gather_applies and bool(pre._use_gather),
+        "forced_way_ratio_median_of_rounds": forced_ratios,
         "target_ratio": 1.3,
         "opencv_threads": cv2.getNumThreads(),
     }
@@ -138,6 +147,8 @@ def bench_preprocess_spread(specs: dict[str, InputSpec], blocks: int, rounds: in
             "ratio_median_of_blocks": statistics.median(ratios),
             "ratio_per_block": ratios,
             "ratio_of_pairs_per_block": [r["ratio_median_of_pairs"] for r in runs],
+            "fused_gather_chosen_per_block": [r["fused_gather_chosen"] for r in runs],
+            "forced_way_ratio_per_block": [r["forced_way_ratio_median_of_rounds"] for r in runs],
             "bare_resize_ms_per_block": [r["bare_resize_ms_median"] for r in runs],
             "preprocess_ms_per_block": [r["preprocess_ms_median"] for r in runs],
             "block_started_s": [r["block_started_s"] for r in runs],
@@ -257,6 +268,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{p['bare_resize_ms_median']:.3f} ms, preprocess {p['preprocess_ms_median']:.3f} ms, ratio "
               f"{p['ratio_median_of_blocks']:.3f} (median of {len(p['ratio_per_block'])} blocks "
               f"{[round(r, 2) for r in p['ratio_per_block']]}; target <= 1.3)")
+        if p["forced_way_ratio_per_block"][0]:
+            ways = {name: statistics.median(b[name] for b in p["forced_way_ratio_per_block"])
+                    for name in ("fused_gather", "usual_path")}
+            print(f"  shortcut ways: remap+LUT chosen in {sum(p['fused_gather_chosen_per_block'])} of "
+                  f"{len(p['ratio_per_block'])} blocks; forced remap+LUT {ways['fused_gather']:.3f}, "
+                  f"forced usual path {ways['usual_path']:.3f} (medians of blocks)")
     for k, v in result["decode"].items():
         if isinstance(v, dict):
             print(f"decode {k:<34} {v['ms_median']:.3f} ms (min {v['ms_min']:.3f})")

@@ -19,6 +19,12 @@ without the weighting: the same bytes, measured at about half the bilinear pass'
 (0.15-0.18 ms vs 0.33-0.45 ms for 1920x1080 -> 640x360). Even factors
 (2x averages two pixels) and fractional ones take INTER_LINEAR; tests compare both paths with
 ``cv2.resize(..., INTER_LINEAR)`` byte for byte.
+
+On machines with many cores the de-interleave and conversions after the resize (one thread each) cost more
+than the resize itself; for the shortcut with one normalisation for all channels there is a second way,
+remap + LUT, both spread over OpenCV's pool (:mod:`dla_infer_node.preprocess_gather`). Which way is
+faster depends on the machine (remap+LUT on a 16-core host, the usual way on 2 cores), so it is timed on
+the first frame of each size.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import numpy as np
 from dla_infer_node.errors import InputError
 from dla_infer_node.image_io import RGB_INDEX, validate_image
 from dla_infer_node.model_meta import InputSpec
+from dla_infer_node.preprocess_gather import FusedGather, uniform_normalisation
 from dla_infer_node.tensor_format import TensorLayout, pack
 
 
@@ -181,8 +188,13 @@ class Preprocessor:
     call; copy it if you keep it.
     """
 
-    def __init__(self, spec: InputSpec) -> None:
+    def __init__(self, spec: InputSpec, *, fused_gather: bool | None = None) -> None:
         self.spec = spec
+        # the odd-factor shortcut as remap + LUT (preprocess_gather) where it applies: None = timed
+        # against the usual path on the first frame of each size, True/False = forced
+        self.fused_gather = fused_gather
+        self._gather: FusedGather | None = None
+        self._use_gather: bool | None = None
         self._alpha = [1.0 / s for s in spec.std]
         self._gamma = [-m / s for m, s in zip(spec.mean, spec.std, strict=True)]
         self._tensor = np.empty((1, 3, spec.height, spec.width), dtype=np.float32)
@@ -210,7 +222,39 @@ class Preprocessor:
                        for k, src in enumerate(_source_index(encoding, spec.channel_order))]
         self._new_size = None if (lb.new_w, lb.new_h) == (w, h) else (lb.new_w, lb.new_h)
         self.interpolation = resize_interpolation(w, h, lb.new_w, lb.new_h)
+        self._gather, self._use_gather = None, self.fused_gather
+        if (self.interpolation == cv2.INTER_NEAREST_EXACT and self.fused_gather is not False
+                and uniform_normalisation(self._alpha, self._gamma) and FusedGather.fits(w, c)):
+            self._gather = FusedGather(
+                src_w=w, src_h=h, channels=c, source_index=_source_index(encoding, spec.channel_order),
+                new_w=lb.new_w, new_h=lb.new_h, pad_x=lb.pad_x, pad_y=lb.pad_y, tensor=self._tensor,
+                alpha=self._alpha[0], gamma=self._gamma[0], pad_value=spec.pad_value)
         self._key, self._lb = (w, h, c, encoding), lb
+
+    @property
+    def gather_applies(self) -> bool:
+        """Whether the last frame size has the remap + LUT way (see preprocess_gather)."""
+        return self._gather is not None
+
+    def _usual(self, src: np.ndarray, c: int) -> None:
+        """Resize (if needed), de-interleave, and convert each channel into the tensor."""
+        small = src if self._new_size is None else cv2.resize(  # no resize pass when sizes match
+            src, self._new_size, dst=self._small, interpolation=self.interpolation)
+        planes = (small,) if c == 1 else cv2.split(small, self._planes)
+        for plane, alpha, gamma, view in self._steps:
+            if gamma == 0.0 and self.fast_multiply:  # zero-mean model: no min/max scan needed
+                cv2.multiply(planes[plane], 1.0, dst=view, scale=alpha, dtype=cv2.CV_32F)
+            else:
+                _scale_shift(planes[plane], alpha, gamma, view)
+
+    def _gather_is_faster(self, gather: FusedGather, src: np.ndarray, c: int) -> bool:
+        """Both ways three times, alternating, on this frame; the fastest single run decides (~3 ms once)."""
+        best = {True: float("inf"), False: float("inf")}
+        for use in (True, False) * 3:
+            t0 = time.perf_counter()
+            gather(src) if use else self._usual(src, c)
+            best[use] = min(best[use], time.perf_counter() - t0)
+        return best[True] < best[False]
 
     def __call__(self, image: np.ndarray, encoding: str) -> tuple[np.ndarray, Letterbox]:
         """``(H, W, C)`` uint8 frame -> ``(1, 3, dst_h, dst_w)`` float32 tensor and its :class:`Letterbox`."""
@@ -222,14 +266,13 @@ class Preprocessor:
         if src.strides[-1] != 1 or (c > 1 and src.strides[-2] != c):
             src = np.ascontiguousarray(src)  # e.g. a flipped view; cv2 would copy it anyway
         try:
-            small = src if self._new_size is None else cv2.resize(  # no resize pass when sizes match
-                src, self._new_size, dst=self._small, interpolation=self.interpolation)
-            planes = (small,) if c == 1 else cv2.split(small, self._planes)
-            for plane, alpha, gamma, view in self._steps:
-                if gamma == 0.0 and self.fast_multiply:  # zero-mean model: no min/max scan needed
-                    cv2.multiply(planes[plane], 1.0, dst=view, scale=alpha, dtype=cv2.CV_32F)
-                else:
-                    _scale_shift(planes[plane], alpha, gamma, view)
+            gather = self._gather
+            if gather is not None and self._use_gather is None:
+                self._use_gather = self._gather_is_faster(gather, src, c)
+            if gather is not None and self._use_gather:
+                gather(src)
+            else:
+                self._usual(src, c)
         except cv2.error as exc:
             raise InputError(f"OpenCV failed: {exc}", call="Preprocessor",
                              params={"shape": img.shape, "encoding": encoding}, stage="preprocess") from exc

@@ -20,5 +20,9 @@ def test_quick_run_writes_all_sections(tmp_path: Path) -> None:
     for p in (shortcut, general):
         assert len(p["ratio_per_block"]) == len(p["block_started_s"]) == 2
         assert min(p["ratio_per_block"]) <= p["ratio_median_of_blocks"] <= max(p["ratio_per_block"])
+    # the shortcut has two ways, both also timed forced; the general path has one
+    assert all(set(b) == {"fused_gather", "usual_path"} for b in shortcut["forced_way_ratio_per_block"])
+    assert general["forced_way_ratio_per_block"] == [{}, {}]
+    assert general["fused_gather_chosen_per_block"] == [False, False]
     assert result["decode"]["yolov8_8400"]["candidates"] == 8400
     assert {(r["format"], r["dtype"]) for r in result["layouts"]} >= {("chw16", "fp16"), ("chw32", "int8")}
