@@ -14,6 +14,7 @@ alike; the ratio reported is the median of per-round ratios (min-based figures a
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -80,8 +81,7 @@ def bench_preprocess(spec: InputSpec, rounds: int, iters: int) -> dict[str, Any]
     }
     if pre.gather_applies:  # both shortcut ways forced as well, so the file shows what the choice was worth
         for name, forced in (("fused_gather", True), ("usual_path", False)):
-            other = Preprocessor(spec, fused_gather=forced)
-            fns[name] = lambda p=other: p(frame, "bgr8")  # type: ignore[misc]
+            fns[name] = functools.partial(Preprocessor(spec, fused_gather=forced), frame, "bgr8")
     t = interleaved(fns, rounds, iters)
     ratios = [p / b for p, b in zip(t["preprocess"], t["bare_resize"], strict=True)]
     forced_ratios = {name: statistics.median(v / b for v, b in zip(t[name], t["bare_resize"], strict=True))
@@ -111,7 +111,7 @@ def bench_preprocess(spec: InputSpec, rounds: int, iters: int) -> dict[str, Any]
         "preprocess_ms_min": min(t["preprocess"]) * 1e3,
         "ratio_median_of_rounds": statistics.median(ratios),
         "ratio_of_mins": min(t["preprocess"]) / min(t["bare_resize"]),
-        "fused_gather_chosen": pre.gather_applies and bool(pre._use_gather),
+        "fused_gather_chosen": pre.uses_gather,
         "forced_way_ratio_median_of_rounds": forced_ratios,
         "target_ratio": 1.3,
         "opencv_threads": cv2.getNumThreads(),

@@ -218,15 +218,15 @@ class Preprocessor:
         self._planes = [np.empty((lb.new_h, lb.new_w), np.uint8) for _ in range(c)] if c > 1 else []
         rows, cols = slice(lb.pad_y, lb.pad_y + lb.new_h), slice(lb.pad_x, lb.pad_x + lb.new_w)
         views = [self._tensor[0, k, rows, cols] for k in range(3)]
-        self._steps = [(src, self._alpha[k], self._gamma[k], views[k])
-                       for k, src in enumerate(_source_index(encoding, spec.channel_order))]
+        index = _source_index(encoding, spec.channel_order)
+        self._steps = [(src, self._alpha[k], self._gamma[k], views[k]) for k, src in enumerate(index)]
         self._new_size = None if (lb.new_w, lb.new_h) == (w, h) else (lb.new_w, lb.new_h)
         self.interpolation = resize_interpolation(w, h, lb.new_w, lb.new_h)
         self._gather, self._use_gather = None, self.fused_gather
         if (self.interpolation == cv2.INTER_NEAREST_EXACT and self.fused_gather is not False
                 and uniform_normalisation(self._alpha, self._gamma) and FusedGather.fits(w, c)):
             self._gather = FusedGather(
-                src_w=w, src_h=h, channels=c, source_index=_source_index(encoding, spec.channel_order),
+                src_w=w, src_h=h, channels=c, source_index=index,
                 new_w=lb.new_w, new_h=lb.new_h, pad_x=lb.pad_x, pad_y=lb.pad_y, tensor=self._tensor,
                 alpha=self._alpha[0], gamma=self._gamma[0], pad_value=spec.pad_value)
         self._key, self._lb = (w, h, c, encoding), lb
@@ -235,6 +235,11 @@ class Preprocessor:
     def gather_applies(self) -> bool:
         """Whether the last frame size has the remap + LUT way (see preprocess_gather)."""
         return self._gather is not None
+
+    @property
+    def uses_gather(self) -> bool:
+        """Whether frames of the last size go the remap + LUT way (decided on the first of them)."""
+        return self._gather is not None and bool(self._use_gather)
 
     def _usual(self, src: np.ndarray, c: int) -> None:
         """Resize (if needed), de-interleave, and convert each channel into the tensor."""

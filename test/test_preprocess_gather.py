@@ -35,7 +35,7 @@ def test_fused_gather_matches_the_contract_and_the_usual_path(encoding: str, src
                      pad_value=114)
     fused = Preprocessor(spec, fused_gather=True)
     got, lb = fused(frame, encoding)
-    assert fused._use_gather is True and fused._gather is not None  # the gather ran, not the usual path
+    assert fused.uses_gather  # the gather ran, not the usual path
     ref, lb_ref = reference_preprocess(frame, encoding, spec)
     assert lb == lb_ref
     np.testing.assert_allclose(got, ref, atol=1e-6)  # one grey level is 1/57: any wrong pixel would show
@@ -60,10 +60,11 @@ def test_fused_gather_reads_step_padded_rows_in_place() -> None:
 ])
 def test_fused_gather_is_not_built_where_it_does_not_apply(src: tuple[int, int], spec: InputSpec,
                                                            why: str) -> None:
+    frame = _frame(*src, 3)
     pre = Preprocessor(spec, fused_gather=True)
-    got, _ = pre(_frame(*src, 3), "rgb8")
+    got, _ = pre(frame, "rgb8")
     assert not pre.gather_applies, why
-    ref, _ = reference_preprocess(_frame(*src, 3), "rgb8", spec)
+    ref, _ = reference_preprocess(frame, "rgb8", spec)
     np.testing.assert_allclose(got, ref, atol=1e-6)
 
 
