@@ -52,6 +52,7 @@ transport), so the benchmark keeps the rmw's default localhost setup.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import platform
@@ -61,6 +62,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,7 @@ import numpy as np
 from dla_infer_node.cdr_image import parse_image
 
 NS = "/bench"
+FRAME_COUNTERS = ("frames_in", "frames_processed", "frames_dropped", "frames_bad_input", "frames_failed")
 W, H = 1920, 1080
 
 
@@ -168,14 +171,20 @@ def _key(msg: Any) -> int:
 
 
 def _spin_then_save(rclpy: Any, node: Any, stop: threading.Event, args: argparse.Namespace,
-                    doc: dict[str, Any]) -> int:
+                    doc: dict[str, Any], ready: Callable[[], bool]) -> int:
+    """Spin until stopped, then save ``doc``; ``args.ready`` is created once ``ready()`` first holds."""
     from dla_infer_node.node import executor_factory
 
     executor = executor_factory(args.peer_executor)()
     executor.add_node(node)
+    announced = False
     while not stop.is_set():
         executor.spin_once(timeout_sec=0.05)
+        if not announced and ready():
+            Path(args.ready).touch()
+            announced = True
     Path(args.result).write_text(json.dumps(doc))
+    executor.shutdown(timeout_sec=5.0)  # reverse order of creation: executor, node, context
     node.destroy_node()
     rclpy.shutdown()
     return 0
@@ -192,7 +201,7 @@ def role_measure(args: argparse.Namespace) -> int:
     else:
         node.create_subscription(Image, f"{NS}/image", lambda m: bare.__setitem__(_key(m), time.time_ns()),
                                  _qos())
-    return _spin_then_save(rclpy, node, stop, args, {"bare": bare})
+    return _spin_then_save(rclpy, node, stop, args, {"bare": bare}, ready=lambda: True)
 
 
 def role_listen(args: argparse.Namespace) -> int:
@@ -212,17 +221,22 @@ def role_listen(args: argparse.Namespace) -> int:
     node.create_subscription(Detection2DArray, f"{NS}/detections",
                              lambda m: dets.__setitem__(_key(m), time.time_ns()), 50)
     node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
-    return _spin_then_save(rclpy, node, stop, args, {"detections": dets, "diagnostics": diag})
+    # ready once the node's detections publisher is in the graph: frames sent before would go unanswered here
+    return _spin_then_save(rclpy, node, stop, args, {"detections": dets, "diagnostics": diag},
+                           ready=lambda: node.count_publishers(f"{NS}/detections") > 0)
 
 
 def role_node(args: argparse.Namespace) -> int:
     from dla_infer_node import node as node_module
 
     arrivals: dict[int, int] = {}
+    instance: list[Any] = []
     on_image = node_module.DlaInferNode._on_image
 
     def on_image_noting_arrival(self: Any, raw: bytes) -> None:
         _note_arrival(arrivals, raw)  # exactly what the bare subscriber does, at the same point
+        if not instance:
+            instance.append(self)
         on_image(self, raw)
 
     node_module.DlaInferNode._on_image = on_image_noting_arrival  # type: ignore[method-assign]
@@ -230,7 +244,9 @@ def role_node(args: argparse.Namespace) -> int:
     rc = node_module.main(["bench_node", "--ros-args", "-r", f"__ns:={NS}", "-p", "diagnostics_period:=1.0",
                            "-p", f"qos_reliability:={reliability}", "-p", f"executor:={args.executor}"],
                           injected=zero_cost_backend())
-    Path(args.result).write_text(json.dumps({"arrivals": arrivals}))
+    # counters after the node stopped (worker joined): final, unlike the last /diagnostics the listener saw
+    final = {k: v for k, v in instance[0].counters().items() if k in FRAME_COUNTERS} if instance else {}
+    Path(args.result).write_text(json.dumps({"arrivals": arrivals, "counters": final}))
     return rc
 
 
@@ -238,35 +254,86 @@ def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
-def _round(args: argparse.Namespace, env: dict[str, str], tmp: Path
+def _await_ready(procs: dict[str, subprocess.Popen[bytes]], tmp: Path, roles: tuple[str, ...],
+                 deadline_s: float) -> str:
+    """Wait until each role has created its ready file: '' when all have, else what went wrong."""
+    end = time.monotonic() + deadline_s
+    while not all((tmp / f"{role}.ready").exists() for role in roles):
+        exited = [role for role, p in procs.items() if p.poll() is not None]
+        if exited:
+            return f"{', '.join(exited)} exited before the stream started"
+        if time.monotonic() > end:
+            late = [role for role in roles if not (tmp / f"{role}.ready").exists()]
+            return f"{', '.join(late)} not ready after {deadline_s:.0f} s"
+        time.sleep(0.05)
+    return ""
+
+
+def _stop_all(procs: dict[str, subprocess.Popen[bytes]], grace_s: float = 30.0) -> dict[str, int | str]:
+    """SIGINT every role still running; one still there ``grace_s`` later dumps its threads and is killed."""
+    for p in procs.values():
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+    rcs: dict[str, int | str] = {}
+    for role, p in procs.items():
+        try:
+            rcs[role] = p.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGUSR1)  # faulthandler: every thread's stack goes to the role's log
+            time.sleep(1.0)
+            p.kill()
+            p.wait()
+            rcs[role] = "hung after SIGINT (stacks in its log), killed"
+    return rcs
+
+
+def _round(args: argparse.Namespace, env: dict[str, str], tmp: Path, warnings: list[str]
            ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """One run of the four roles: results of publisher, measure, listen, node; SystemExit on a failure."""
+    """One run of the four roles: results of publisher, measure, listen, node; SystemExit on a failure.
+
+    The bare subscriber and the listener are instruments, not what is measured: one that saved its result
+    and then hung in rclpy's teardown is killed and reported in ``warnings`` (with its stacks on stderr),
+    not counted as a failed round. The node and the publisher must exit cleanly.
+    """
     me = [sys.executable, "-m", "dla_infer_node.bench_node"]
 
-    def start(role: str, *extra: str) -> subprocess.Popen[bytes]:
-        with open(tmp / f"{role}.log", "wb") as log:
-            return subprocess.Popen([*me, "--role", role, "--result", str(tmp / f"{role}.json"), *extra],
-                                    env=env, stdout=log, stderr=subprocess.STDOUT)
+    procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    node = start("node", "--executor", args.executor)
-    measure = start("measure", "--bare", args.bare, "--peer-executor", args.peer_executor)
-    listen = start("listen", "--peer-executor", args.peer_executor)
-    time.sleep(3.0)  # let both subscribe before the publisher starts its wait
-    pub = start("publisher", "--rate", str(args.rate), "--duration", str(args.duration),
-                "--warmup", str(args.warmup))
+    def start(role: str, *extra: str) -> None:
+        with open(tmp / f"{role}.log", "wb") as log:
+            files = ["--result", str(tmp / f"{role}.json"), "--ready", str(tmp / f"{role}.ready")]
+            procs[role] = subprocess.Popen([*me, "--role", role, *files, *extra], env=env, stdout=log,
+                                           stderr=subprocess.STDOUT)
+
+    problem = ""
     try:
-        pub.wait(args.duration + args.warmup + 120)
-        time.sleep(2.0)  # in-flight frames and one more diagnostics period
+        start("node", "--executor", args.executor)
+        start("measure", "--bare", args.bare, "--peer-executor", args.peer_executor)
+        start("listen", "--peer-executor", args.peer_executor)
+        # The publisher waits until the node and the bare subscriber have matched its topic; the listener
+        # says itself when it sees the node's output. (A fixed 3 s sleep stood here; on a loaded machine a
+        # role may still be starting after it, and then misses frames or gets its SIGINT mid-start.)
+        problem = _await_ready(procs, tmp, ("measure", "listen"), deadline_s=120.0)
+        if not problem:
+            start("publisher", "--rate", str(args.rate), "--duration", str(args.duration),
+                  "--warmup", str(args.warmup))
+            try:
+                procs["publisher"].wait(args.duration + args.warmup + 120)
+            except subprocess.TimeoutExpired:
+                problem = "the publisher did not finish its stream"
+            time.sleep(2.0)  # in-flight frames and one more diagnostics period
     finally:
-        procs = {"listen": listen, "measure": measure, "node": node, "publisher": pub}
-        for p in procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGINT)
-        rcs = {role: p.wait(30) for role, p in procs.items()}
-    if any(rcs.values()):
+        rcs = _stop_all(procs)
+    for role in ("measure", "listen"):
+        if isinstance(rcs.get(role), str) and (tmp / f"{role}.json").exists():
+            warnings.append(f"{role}: result saved, then {rcs[role]}")
+            print(f"bench_node: warning: {warnings[-1]}\n--- {role}.log\n"
+                  f"{(tmp / f'{role}.log').read_text(errors='replace')}", file=sys.stderr)
+            rcs[role] = 0
+    if problem or any(rc != 0 for rc in rcs.values()):
         for role in procs:
-            print(f"--- {role}.log\n{(tmp / f'{role}.log').read_text()}", file=sys.stderr)
-        raise SystemExit(f"bench_node: a process failed (exit codes {rcs})")
+            print(f"--- {role}.log\n{(tmp / f'{role}.log').read_text(errors='replace')}", file=sys.stderr)
+        raise SystemExit(f"bench_node: {problem or 'a process failed'} (exit codes {rcs})")
     p, m, li, n = (json.loads((tmp / f"{role}.json").read_text())
                    for role in ("publisher", "measure", "listen", "node"))
     return p, m, li, n
@@ -284,11 +351,13 @@ def orchestrate(args: argparse.Namespace) -> int:
     order: list[float] = []        # frame at the node - frame at the bare subscriber (transport term)
     per_round: list[float] = []
     node_first_per_round: list[float] = []
-    published = bare_n = dets_n = both_n = 0
+    published = bare_n = node_n = dets_n = both_n = 0
+    node_counters = dict.fromkeys(FRAME_COUNTERS, 0)  # summed over rounds
+    peer_warnings: list[str] = []
     seconds = 0.0
     for _ in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="bench_node_") as tmp:  # a failed round prints its logs
-            p, m, li, n = _round(args, env, Path(tmp))
+            p, m, li, n = _round(args, env, Path(tmp), peer_warnings)
         bare = {int(k): v for k, v in m["bare"].items()}
         dets = {int(k): v for k, v in li["detections"].items()}
         arrived = {int(k): v for k, v in n["arrivals"].items()}
@@ -303,7 +372,10 @@ def orchestrate(args: argparse.Namespace) -> int:
         node_first_per_round.append(float(np.mean([arrived[k] < bare[k] for k in both])) if both else 0.0)
         published += p["published"]
         seconds += p["seconds"]
-        bare_n, dets_n, both_n = bare_n + len(bare), dets_n + len(dets), both_n + len(both)
+        bare_n, node_n, dets_n = bare_n + len(bare), node_n + len(arrived), dets_n + len(dets)
+        both_n += len(both)
+        for k in FRAME_COUNTERS:
+            node_counters[k] += int(n["counters"].get(k, 0))
     ratio = dets_n / max(bare_n, 1)
 
     def summary(values: list[float]) -> dict[str, float]:
@@ -316,9 +388,10 @@ def orchestrate(args: argparse.Namespace) -> int:
                    "qos": f"{args.reliability} depth 1", "bare_subscriber": args.bare},
         "node_executor": args.executor,
         "measure_and_listen_executor": args.peer_executor,
-        "frames": {"published": published, "bare_received": bare_n, "node_detections": dets_n,
-                   "both": both_n},
-        "node_counters_last_round": li["diagnostics"],
+        "frames": {"published": published, "bare_received": bare_n, "node_received": node_n,
+                   "node_detections": dets_n, "both": both_n},
+        "node_counters": node_counters,  # the node's own, read after it stopped, all rounds
+        "node_diagnostics_last_round": li["diagnostics"],
         "throughput_hz": {"bare": bare_n / seconds, "node": dets_n / seconds},
         "throughput_ratio": ratio,
         "latency_ms": {"bare_p50": _pct(lat_bare, 50), "bare_p95": _pct(lat_bare, 95),
@@ -335,6 +408,7 @@ def orchestrate(args: argparse.Namespace) -> int:
                            "p50": _pct([a for a, o in zip(added, order, strict=True) if o >= 0], 50)},
             "node_first_fraction_per_round": node_first_per_round,
         },
+        "peer_exit_warnings": peer_warnings,
         "targets": {"throughput_ratio_min": 0.9, "added_ms_p50_max": 1.5},
         "pass": {"throughput": ratio >= 0.9, "added_latency": _pct(added, 50) <= 1.5},
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
@@ -378,11 +452,14 @@ def main(argv: list[str] | None = None) -> int:
                          "it, so their own dispatch adds as little as possible to what is measured)")
     ap.add_argument("--out", type=Path, default=Path("bench/results/node.json"))
     ap.add_argument("--result", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--ready", default="", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.peer_executor is None:
         from dla_infer_node.node import has_events_executor
 
         args.peer_executor = "events" if has_events_executor() else "single"
+    if args.role != "orchestrate":
+        faulthandler.register(signal.SIGUSR1, all_threads=True)  # the orchestrator's probe of a hung role
     roles = {"orchestrate": orchestrate, "publisher": role_publisher, "measure": role_measure,
              "listen": role_listen, "node": role_node}
     return roles[args.role](args)

@@ -335,6 +335,13 @@ def _try_shutdown() -> None:
         rclpy.shutdown()
 
 
+def _try_shutdown_executor(executor: Executor) -> None:
+    """Stop the executor before the node goes, so that it holds none of the node's handles when they are
+    destroyed (rclpy's C++ EventsExecutor keeps callbacks on them). Bounded: an exit must not hang here."""
+    if not executor.shutdown(timeout_sec=5.0):
+        rclpy.logging.get_logger(NODE_NAME).warning("executor did not shut down within 5 s; going on")
+
+
 def has_events_executor() -> bool:
     """Whether this rclpy has EventsExecutor (rclpy.experimental, Kilted or newer)."""
     try:
@@ -373,6 +380,7 @@ def main(argv: list[str] | None = None, *, injected: Injected | None = None) -> 
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     logger = rclpy.logging.get_logger(NODE_NAME)
     node: DlaInferNode | None = None
+    executor: Executor | None = None
     code = 0
     try:
         node = DlaInferNode(injected=injected)
@@ -394,6 +402,8 @@ def main(argv: list[str] | None = None, *, injected: Injected | None = None) -> 
         traceback.print_exc()
         code = 1
     finally:
+        if executor is not None:  # torn down in reverse order of creation: executor, node, context
+            _try_shutdown_executor(executor)
         if node is not None:
             node.close()
             node.destroy_node()

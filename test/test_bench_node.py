@@ -1,7 +1,9 @@
 """The node benchmark runs end to end over real DDS (four processes) and writes what it prints.
 
 A short single round at 5 Hz: no timing is asserted (timing belongs to the benchmark itself), only that
-every frame went through the real node and every reported section is there and consistent.
+every frame the node received was answered (or counted as dropped for a newer one) and every reported section
+is there and consistent. What reaches each subscriber is not asserted frame for frame: at depth 1 a reader
+that falls behind on a loaded machine gets only the newest frame (KEEP_LAST), which is DDS doing its job.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
@@ -21,15 +24,50 @@ def test_one_short_round_writes_a_complete_result(tmp_path: Path, ros_env: dict[
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(out.read_text())
     frames = result["frames"]
+    counters = result["node_counters"]
     assert frames["published"] >= 10
-    # reliable depth 1 at 5 Hz: every frame reaches the bare subscriber and the node answers each one
-    assert frames["bare_received"] == frames["node_detections"] == frames["both"] == frames["published"]
-    assert result["throughput_ratio"] == 1.0
-    assert result["node_counters_last_round"]["backend"] == "zero_cost"
-    assert result["node_counters_last_round"]["frames_bad_input"] == "0"
+    assert 0 < frames["bare_received"] <= frames["published"]
+    assert 0 < frames["node_received"] <= frames["published"]
+    # the node's own count of frames agrees with what the benchmark saw arrive at its callback
+    assert counters["frames_in"] == frames["node_received"]
+    # every frame the node took was answered, or dropped because a newer one was waiting; none was lost
+    assert frames["node_detections"] == counters["frames_processed"]
+    assert counters["frames_processed"] + counters["frames_dropped"] == frames["node_received"]
+    assert counters["frames_bad_input"] == counters["frames_failed"] == 0
+    # the node's /diagnostics reached the downstream listener
+    diagnostics = result["node_diagnostics_last_round"]
+    assert diagnostics["backend"] == "zero_cost" and int(diagnostics["frames_in"]) > 0
+    assert 0 < frames["both"] <= min(frames["bare_received"], frames["node_detections"])
+    assert result["throughput_ratio"] == frames["node_detections"] / frames["bare_received"]
     added = result["added_ms_per_frame"]
     assert len(added["p50_per_round"]) == 1 and math.isfinite(added["p50"])
     by_order = result["added_ms_by_transport_order"]
     assert by_order["node_first"]["frames"] + by_order["bare_first"]["frames"] == frames["both"]
     assert set(result["pass"]) == {"throughput", "added_latency"}
     assert "added per frame p50" in proc.stdout and str(out) in proc.stdout
+
+
+def test_a_role_that_ignores_sigint_is_killed_with_its_stacks_in_its_log(tmp_path: Path) -> None:
+    from dla_infer_node.bench_node import _stop_all
+
+    ready = tmp_path / "ready"
+    script = ("import faulthandler, pathlib, signal, sys, time\n"
+              "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
+              "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+              "pathlib.Path(sys.argv[1]).touch()\n"
+              "def stuck_in_shutdown():\n"
+              "    time.sleep(120)\n"
+              "stuck_in_shutdown()\n")
+    log_path = tmp_path / "stuck.log"
+    with open(log_path, "wb") as log:
+        stuck = subprocess.Popen([sys.executable, "-c", script, str(ready)], stdout=log,
+                                 stderr=subprocess.STDOUT)
+        quick = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    for _ in range(200):
+        if ready.exists():
+            break
+        time.sleep(0.05)
+    rcs = _stop_all({"stuck": stuck, "quick": quick}, grace_s=1.0)
+    assert rcs["quick"] == -2  # plain SIGINT ended it
+    assert isinstance(rcs["stuck"], str) and "hung" in rcs["stuck"] and stuck.returncode == -9
+    assert "stuck_in_shutdown" in log_path.read_text()  # faulthandler's dump of where it was stuck
