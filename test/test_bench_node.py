@@ -50,7 +50,7 @@ def test_one_short_round_writes_a_complete_result(tmp_path: Path, ros_env: dict[
 def test_a_role_that_ignores_sigint_is_killed_with_its_stacks_in_its_log(tmp_path: Path) -> None:
     from dla_infer_node.bench_node import _stop_all
 
-    ready = tmp_path / "ready"
+    ready, quick_ready = tmp_path / "ready", tmp_path / "quick_ready"
     script = ("import faulthandler, pathlib, signal, sys, time\n"
               "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
               "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
@@ -62,9 +62,10 @@ def test_a_role_that_ignores_sigint_is_killed_with_its_stacks_in_its_log(tmp_pat
     with open(log_path, "wb") as log:
         stuck = subprocess.Popen([sys.executable, "-c", script, str(ready)], stdout=log,
                                  stderr=subprocess.STDOUT)
-        quick = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    for _ in range(200):
-        if ready.exists():
+        quick = subprocess.Popen([sys.executable, "-c", "import pathlib, sys, time; "
+                                  "pathlib.Path(sys.argv[1]).touch(); time.sleep(120)", str(quick_ready)])
+    for _ in range(600):  # both past their start-up (a SIGINT during Python's own start-up exits with 1)
+        if ready.exists() and quick_ready.exists():
             break
         time.sleep(0.05)
     rcs = _stop_all({"stuck": stuck, "quick": quick}, grace_s=1.0)
