@@ -171,19 +171,34 @@ def _key(msg: Any) -> int:
 
 
 def _spin_then_save(rclpy: Any, node: Any, stop: threading.Event, args: argparse.Namespace,
-                    doc: dict[str, Any], ready: Callable[[], bool]) -> int:
-    """Spin until stopped, then save ``doc``; ``args.ready`` is created once ``ready()`` first holds."""
+                    doc: dict[str, dict[Any, Any]], ready: Callable[[], bool]) -> int:
+    """Spin until stopped, then save ``doc``; ``args.ready`` is created once ``ready()`` first holds.
+
+    The spinning runs on a thread and the main thread saves the result as soon as the stop comes, before
+    any rclpy teardown: these roles are measuring instruments, and their figures must not depend on how
+    rclpy's executor and context wind down (the orchestrator reports a role that hangs after saving).
+    """
     from dla_infer_node.node import executor_factory
 
     executor = executor_factory(args.peer_executor)()
     executor.add_node(node)
-    announced = False
-    while not stop.is_set():
-        executor.spin_once(timeout_sec=0.05)
-        if not announced and ready():
-            Path(args.ready).touch()
-            announced = True
-    Path(args.result).write_text(json.dumps(doc))
+
+    def spin() -> None:
+        announced = False
+        while not stop.is_set():
+            executor.spin_once(timeout_sec=0.05)
+            if not announced and ready():
+                Path(args.ready).touch()
+                announced = True
+
+    spinner = threading.Thread(target=spin, name="bench-spin", daemon=True)
+    spinner.start()
+    while not stop.wait(0.1):  # a short wait keeps the signal handler's flag checked
+        pass
+    # dict() copies each table in one C call, so a callback still running on the spinner cannot change it
+    # while it is being written out
+    Path(args.result).write_text(json.dumps({key: dict(table) for key, table in doc.items()}))
+    spinner.join(5.0)
     executor.shutdown(timeout_sec=5.0)  # reverse order of creation: executor, node, context
     node.destroy_node()
     rclpy.shutdown()
