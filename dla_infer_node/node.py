@@ -335,7 +335,7 @@ def _try_shutdown() -> None:
         rclpy.shutdown()
 
 
-def _try_shutdown_executor(executor: Executor) -> None:
+def shutdown_executor(executor: Executor) -> None:
     """Stop the executor before the node goes, so that it holds none of the node's handles when they are
     destroyed (rclpy's C++ EventsExecutor keeps callbacks on them). Bounded: an exit must not hang here."""
     if not executor.shutdown(timeout_sec=5.0):
@@ -403,7 +403,7 @@ def main(argv: list[str] | None = None, *, injected: Injected | None = None) -> 
         code = 1
     finally:
         if executor is not None:  # torn down in reverse order of creation: executor, node, context
-            _try_shutdown_executor(executor)
+            shutdown_executor(executor)
         if node is not None:
             node.close()
             node.destroy_node()
