@@ -23,14 +23,14 @@ test: venv
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 demo: venv
-	$(PY) -m dla_infer_node.demo
+	$(PY) -m dla_infer_node.cli.demo
 
 bench: venv
 	@mkdir -p bench/results
-	$(PY) -m dla_infer_node.bench_core
-	$(PY) -m dla_infer_node.bench_node
-	@if $(PY) -c "from dla_infer_node.node import has_events_executor as h; raise SystemExit(not h())"; then \
-	  $(PY) -m dla_infer_node.bench_node --executor events --out bench/results/node_events.json; fi
+	$(PY) -m dla_infer_node.bench.core
+	$(PY) -m dla_infer_node.bench.node
+	@if $(PY) -c "from dla_infer_node.ros.node import has_events_executor as h; raise SystemExit(not h())"; then \
+	  $(PY) -m dla_infer_node.bench.node --executor events --out bench/results/node_events.json; fi
 
 lint: venv
 	$(PY) -m ruff check dla_infer_node/ tools/ test/ test_gpu/
@@ -46,7 +46,7 @@ GPU_BENCH_OUT ?= bench/results/gpu.json
 bench-gpu:
 	bash emulator/build.sh emulator/build >/dev/null
 	DLA_EMULATOR_LIB=$(CURDIR)/emulator/build/libcudla.so.1 LD_LIBRARY_PATH=$(CURDIR)/emulator/build$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} \
-	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $${PYTHON:-python3} -m dla_infer_node.bench_gpu --out $(GPU_BENCH_OUT)
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $${PYTHON:-python3} -m dla_infer_node.bench.gpu --out $(GPU_BENCH_OUT)
 
 clean:
 	rm -rf $(VENV) build/ install/ log/ .pytest_cache .mypy_cache .ruff_cache *.egg-info

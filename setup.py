@@ -32,13 +32,13 @@ setup(
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
-            f"dla_infer_node = {PACKAGE}.node:main",
-            f"replay = {PACKAGE}.replay:main",
-            f"capture = {PACKAGE}.capture:main",
-            f"detect = {PACKAGE}.detect:main",
-            f"dla_doctor = {PACKAGE}.doctor:main",
-            f"evaluate = {PACKAGE}.evaluate:main",
-            f"demo = {PACKAGE}.demo:main",
+            f"dla_infer_node = {PACKAGE}.ros.node:main",
+            f"replay = {PACKAGE}.bags.replay:main",
+            f"capture = {PACKAGE}.bags.capture:main",
+            f"detect = {PACKAGE}.cli.detect:main",
+            f"dla_doctor = {PACKAGE}.cli.doctor:main",
+            f"evaluate = {PACKAGE}.cli.evaluate:main",
+            f"demo = {PACKAGE}.cli.demo:main",
         ],
     },
 )

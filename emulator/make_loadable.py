@@ -14,7 +14,7 @@ load it. Layout of the file (little-endian), as parsed by emulator/emu_format.c:
   u32 strides[num_outputs] and f32 anchors[num_outputs][num_anchors][2].
 
 Strides are computed here from the layout rules of the DLA formats, independently of
-``dla_infer_node.tensor_format``, so the tests cross-check the package's layout code.
+``dla_infer_node.core.tensor_format``, so the tests cross-check the package's layout code.
 The descriptor codes (data_format / data_type) follow TensorRT's ``TensorFormat`` / ``DataType``
 enum values as an emulator convention; the backend does not interpret them.
 """
@@ -134,7 +134,7 @@ class EmulatedArtifact:
 def write_artifact(directory: str | Path, stem: str, program: str, inputs: Sequence[EmuTensor],
                    outputs: Sequence[EmuTensor], model: dict[str, Any], oracle: OracleParams | None = None,
                    logical_shapes: dict[str, Sequence[int]] | None = None) -> EmulatedArtifact:
-    """Write ``<stem>.loadable`` and ``<stem>.loadable.yaml`` (the sidecar dla_infer_node.artifact reads).
+    """Write ``<stem>.loadable`` and ``<stem>.loadable.yaml`` (the sidecar that artifact.sidecar reads).
 
     ``model`` is the ModelMetadata mapping; ``logical_shapes`` the model's shape per tensor name when it
     differs from the descriptor's (padded channels, rank-3 outputs).

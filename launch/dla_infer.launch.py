@@ -24,7 +24,7 @@ from launch_ros.substitutions import FindPackageShare
 from launch import LaunchContext, LaunchDescription
 
 PACKAGE = "dla_infer_node"
-EXIT_BAD_PARAMETER = 2  # dla_infer_node.node.main's exit code for an invalid parameter
+EXIT_BAD_PARAMETER = 2  # dla_infer_node.ros.node.main's exit code for an invalid parameter
 
 
 def node_action(*, params_file: str, namespace: str = "", image_topic: str = "image", backend: str = "",

@@ -10,7 +10,7 @@ import onnx
 import yaml
 from onnx import TensorProto, helper, numpy_helper
 
-from dla_infer_node.model_meta import ModelMetadata, parse_metadata
+from dla_infer_node.core.model_meta import ModelMetadata, parse_metadata
 
 ANCHORS_3 = [[10, 13, 16, 30, 33, 23], [30, 61, 62, 45, 59, 119], [116, 90, 156, 198, 373, 326]]
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 from _node_helpers import ORACLE_NET, write_oracle_model
 
-from dla_infer_node.backends.base import RawOutputs
 from dla_infer_node.backends.cudla_errors import ExecutionError
-from dla_infer_node.errors import BackendError
-from dla_infer_node.model_meta import ModelMetadata, load_metadata
-from dla_infer_node.preprocess import Letterbox
+from dla_infer_node.core.backend import RawOutputs
+from dla_infer_node.core.errors import BackendError
+from dla_infer_node.core.model_meta import ModelMetadata, load_metadata
+from dla_infer_node.core.preprocess import Letterbox
 
 
 class FaultyBackend:
@@ -43,7 +43,7 @@ class FaultyBackend:
 def main() -> int:
     import onnxruntime as ort
 
-    from dla_infer_node.node import main as node_main
+    from dla_infer_node.ros.node import main as node_main
 
     folder = Path(sys.argv[1]) if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else Path(".")
     model, meta_path = write_oracle_model(folder)

@@ -3,7 +3,7 @@
 - an *oracle* model: a tiny ONNX whose raw YOLOv5 head is a constant, so the node's output for any
   128x128 frame is known exactly (two boxes, two classes, known scores) — geometry, class names and live
   thresholds can be checked without a trained model;
-- :class:`NodeRunner`: the node as a separate process (``python -m dla_infer_node.node --ros-args ...``),
+- :class:`NodeRunner`: the node as a separate process (``python -m dla_infer_node.ros.node --ros-args ...``),
   stopped with a signal, exit code and output read back;
 - :class:`RosProbe`: the test's own rclpy node (own context) to publish frames and collect outputs.
 """
@@ -145,7 +145,7 @@ class NodeRunner:
         self.procs: list[NodeProcess] = []
 
     def start(self, params: Mapping[str, Any], *, namespace: str | None = None,
-              remaps: Mapping[str, str] | None = None, module: str = "dla_infer_node.node",
+              remaps: Mapping[str, str] | None = None, module: str = "dla_infer_node.ros.node",
               extra_args: tuple[str, ...] = ()) -> NodeProcess:
         n = next(self._ids)
         ns = namespace or f"/t{os.getpid()}_{n}"

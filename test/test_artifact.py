@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 import yaml
 
-from dla_infer_node.artifact import (
+from dla_infer_node.artifact.sidecar import (
     check_loadable_file,
     default_sidecar,
     load_artifact,
     parse_artifact,
     read_loadable,
 )
-from dla_infer_node.errors import ModelError
+from dla_infer_node.core.errors import ModelError
 
 MODEL = {
     "name": "m", "classes": ["a", "b"],

@@ -12,12 +12,12 @@ from _core_fixtures import build_raw_model, make_metadata, write_metadata
 
 from dla_infer_node.backends.factory import BackendSettings, open_backend
 from dla_infer_node.backends.onnxruntime import OnnxRuntimeBackend
-from dla_infer_node.decode import make_decoder
-from dla_infer_node.errors import DlaInferError, InputError, ModelError
-from dla_infer_node.image_io import decode_compressed, image_from_fields
-from dla_infer_node.model_meta import load_metadata
-from dla_infer_node.pipeline import Detector
-from dla_infer_node.tensor_format import TensorLayout, pack
+from dla_infer_node.core.decode import make_decoder
+from dla_infer_node.core.errors import DlaInferError, InputError, ModelError
+from dla_infer_node.core.image_io import decode_compressed, image_from_fields
+from dla_infer_node.core.model_meta import load_metadata
+from dla_infer_node.core.pipeline import Detector
+from dla_infer_node.core.tensor_format import TensorLayout, pack
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -92,7 +92,7 @@ def test_decoder_and_layout_shape_errors() -> None:
 
 
 def _run_detect(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dla_infer_node.detect", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "dla_infer_node.cli.detect", *args], capture_output=True,
                           text=True, timeout=300, cwd=REPO)
 
 

@@ -10,8 +10,8 @@ import yaml
 from mcap.reader import make_reader
 from mcap.writer import Writer
 
-from dla_infer_node.bag_io import BagError, BagReader, BagWriter, resolve_bag
-from dla_infer_node.bag_meta import (
+from dla_infer_node.bags.bag_io import BagError, BagReader, BagWriter, resolve_bag
+from dla_infer_node.bags.bag_meta import (
     QosProfile,
     dump_offered_qos,
     message_definition,

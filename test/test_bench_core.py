@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dla_infer_node import bench_core
+from dla_infer_node.bench import core as bench_core
 
 
 def test_quick_run_writes_all_sections(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 def test_one_short_round_writes_a_complete_result(tmp_path: Path, ros_env: dict[str, str]) -> None:
     out = tmp_path / "node.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "dla_infer_node.bench_node", "--rounds", "1", "--duration", "3",
+        [sys.executable, "-m", "dla_infer_node.bench.node", "--rounds", "1", "--duration", "3",
          "--warmup", "1", "--out", str(out)], env=ros_env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(out.read_text())
@@ -48,7 +48,7 @@ def test_one_short_round_writes_a_complete_result(tmp_path: Path, ros_env: dict[
 
 
 def test_a_role_that_ignores_sigint_is_killed_with_its_stacks_in_its_log(tmp_path: Path) -> None:
-    from dla_infer_node.bench_node import _stop_all
+    from dla_infer_node.bench.node import _stop_all
 
     ready, quick_ready = tmp_path / "ready", tmp_path / "quick_ready"
     script = ("import faulthandler, pathlib, signal, sys, time\n"

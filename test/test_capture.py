@@ -14,8 +14,8 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable (run the tests in the project .venv)")
 
-from dla_infer_node.bag_io import BagReader  # noqa: E402
-from dla_infer_node.capture import Captured, capture, summarize  # noqa: E402
+from dla_infer_node.bags.bag_io import BagReader  # noqa: E402
+from dla_infer_node.bags.capture import Captured, capture, summarize  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "samples" / "sample_bag"
@@ -46,10 +46,10 @@ def _wait(proc: subprocess.Popen[str], timeout: float = 60) -> str:
 
 def test_capture_json_summary_of_a_replay(tmp_path: Path) -> None:
     out = tmp_path / "summary.json"
-    cap = _start("dla_infer_node.capture", "--topic", "/camera/image/compressed", "--type", CIMG,
+    cap = _start("dla_infer_node.bags.capture", "--topic", "/camera/image/compressed", "--type", CIMG,
                  "--out", str(out), "--count", "60", "--duration", "40")  # fmt: skip
     replay = _start(
-        "dla_infer_node.replay", str(SAMPLE), "--rate", "4", "--wait-subscribers", "1", "--no-progress"
+        "dla_infer_node.bags.replay", str(SAMPLE), "--rate", "4", "--wait-subscribers", "1", "--no-progress"
     )
     _wait(replay)
     err = _wait(cap)
@@ -64,10 +64,10 @@ def test_capture_json_summary_of_a_replay(tmp_path: Path) -> None:
 
 def test_capture_to_mcap_is_replayable(tmp_path: Path) -> None:
     out = tmp_path / "captured.mcap"
-    cap = _start("dla_infer_node.capture", "--topic", "/camera/image/compressed", "--type", CIMG,
+    cap = _start("dla_infer_node.bags.capture", "--topic", "/camera/image/compressed", "--type", CIMG,
                  "--out", str(out), "--count", "5", "--duration", "40")  # fmt: skip
     replay = _start(
-        "dla_infer_node.replay", str(SAMPLE), "--rate", "4", "--wait-subscribers", "1", "--no-progress"
+        "dla_infer_node.bags.replay", str(SAMPLE), "--rate", "4", "--wait-subscribers", "1", "--no-progress"
     )
     _wait(cap)
     _wait(replay)

@@ -14,9 +14,9 @@ import pytest
 from rclpy.serialization import serialize_message
 from sensor_msgs.msg import CompressedImage, Image
 
-from dla_infer_node import cdr_image
-from dla_infer_node.errors import InputError
-from dla_infer_node.ros_convert import frame_from_serialized
+from dla_infer_node.core.errors import InputError
+from dla_infer_node.ros import cdr_image
+from dla_infer_node.ros.ros_convert import frame_from_serialized
 
 
 def _image(frame_id: str, encoding: str, h: int, w: int, c: int, pad: int, seed: int) -> Image:

@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dla_infer_node.artifact import parse_artifact
+from dla_infer_node.artifact.sidecar import parse_artifact
 from dla_infer_node.backends import cudla_errors as ce
 from dla_infer_node.backends.cudla import STANDALONE_EXPLANATION, CudlaBackend, open_cudla_backend
-from dla_infer_node.errors import ModelError, ParameterError
-from dla_infer_node.tensor_format import TensorLayout, pack
+from dla_infer_node.core.errors import ModelError, ParameterError
+from dla_infer_node.core.tensor_format import TensorLayout, pack
 
 NET = 32
 OUTS = (("p3", 4), ("p4", 2))  # name, grid

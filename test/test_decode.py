@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from _core_fixtures import make_metadata
 
-from dla_infer_node.decode import decode_yolov5_raw, make_decoder, nms
-from dla_infer_node.errors import DlaInferError
+from dla_infer_node.core.decode import decode_yolov5_raw, make_decoder, nms
+from dla_infer_node.core.errors import DlaInferError
 
 LN3, LN4, LN9 = math.log(3.0), math.log(4.0), math.log(9.0)
 OFF = -20.0  # a logit whose sigmoid (2e-9) is far below any threshold

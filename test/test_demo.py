@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from _node_helpers import REPO, write_oracle_model
 
-from dla_infer_node import demo_report as rep
+from dla_infer_node.cli import demo_report as rep
 
 
 def _frame(stamp: int, names: list[str], boxes: list[list[float]], det_rx: int,
@@ -40,10 +40,10 @@ def test_report_helpers() -> None:
 def test_demo_runs_end_to_end(tmp_path: Path, ros_env: dict[str, str]) -> None:
     pytest.importorskip("rclpy", reason="rclpy not importable: run in the project .venv")
     pytest.importorskip("vision_msgs.msg", reason="vision_msgs not importable: run `make venv`")
-    from dla_infer_node.errors import ModelError
-    from dla_infer_node.resources import find_model_file
+    from dla_infer_node.core.errors import ModelError
+    from dla_infer_node.core.resources import find_model_file
 
-    args = [sys.executable, "-m", "dla_infer_node.demo", "--out", str(tmp_path / "demo"), "--rate", "2"]
+    args = [sys.executable, "-m", "dla_infer_node.cli.demo", "--out", str(tmp_path / "demo"), "--rate", "2"]
     try:
         find_model_file("shapes_yolo.onnx")
     except ModelError:  # until the shipped model is committed: the same run with the oracle model

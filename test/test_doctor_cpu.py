@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dla_infer_node import doctor
+from dla_infer_node.cli import doctor
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,7 @@ def _libcudla_present() -> bool:
 def test_doctor_stops_at_runtime_library(tmp_path: Path) -> None:
     record = tmp_path / "record.yaml"
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
-    proc = subprocess.run([sys.executable, "-m", "dla_infer_node.doctor", "--record", str(record)],
+    proc = subprocess.run([sys.executable, "-m", "dla_infer_node.cli.doctor", "--record", str(record)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     doc = yaml.safe_load(record.read_text())

@@ -20,10 +20,10 @@ import pytest
 
 from dla_infer_node.backends import gpu_preprocess as gp
 from dla_infer_node.backends import preprocess_kernel as pk
-from dla_infer_node.errors import DlaInferError, InputError, ParameterError
-from dla_infer_node.model_meta import InputSpec
-from dla_infer_node.preprocess import Letterbox, Preprocessor
-from dla_infer_node.tensor_format import TensorLayout, pack
+from dla_infer_node.core.errors import DlaInferError, InputError, ParameterError
+from dla_infer_node.core.model_meta import InputSpec
+from dla_infer_node.core.preprocess import Letterbox, Preprocessor
+from dla_infer_node.core.tensor_format import TensorLayout, pack
 
 COMBOS = [("linear", "fp16"), ("linear", "int8"), ("hwc4", "fp16"), ("hwc4", "int8"),
           ("chw16", "fp16"), ("chw32", "int8")]

@@ -8,9 +8,9 @@ import cv2
 import numpy as np
 import pytest
 
-from dla_infer_node.detections import Detections
-from dla_infer_node.errors import InputError
-from dla_infer_node.image_io import (
+from dla_infer_node.core.detections import Detections
+from dla_infer_node.core.errors import InputError
+from dla_infer_node.core.image_io import (
     ENCODINGS,
     decode_compressed,
     draw_detections,

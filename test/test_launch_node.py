@@ -55,7 +55,7 @@ def generate_test_description() -> LaunchDescription:
 def _image(seed: int, sec: int) -> Any:
     from sensor_msgs.msg import Image
 
-    from dla_infer_node.synth import generate_scene
+    from dla_infer_node.core.synth import generate_scene
 
     scene = generate_scene(seed)
     h, w = scene.image.shape[:2]

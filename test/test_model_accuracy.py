@@ -3,11 +3,11 @@
 * ``evaluate`` (COCO mAP, pycocotools) on a reduced held-out set: same code path as the full 500-scene
   figure recorded in models/shapes_yolo.meta.yaml, so a regression in preprocessing, decoding, NMS or the
   letterbox mapping shows up here.
-* end to end through ``python -m dla_infer_node.detect --json`` on 100 fresh PNG scenes: the share of
+* end to end through ``python -m dla_infer_node.cli.detect --json`` on 100 fresh PNG scenes: the share of
   ground-truth objects found with the right class and IoU >= 0.7 (issue target: >= 95 %).
 Each figure has a hard regression floor and a separate check of the issue's target, which xfails (with the
 measured value in its reason) while the shipped model does not reach it.
-Seeds come from ranges never used in training (see dla_infer_node.evaluate).
+Seeds come from ranges never used in training (see dla_infer_node.cli.evaluate).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import cv2
 import numpy as np
 import pytest
 
-from dla_infer_node.evaluate import E2E_FIRST_SEED, EVAL_FIRST_SEED, EvalResult, evaluate
-from dla_infer_node.synth import CLASS_NAMES, generate_scene
+from dla_infer_node.cli.evaluate import E2E_FIRST_SEED, EVAL_FIRST_SEED, EvalResult, evaluate
+from dla_infer_node.core.synth import CLASS_NAMES, generate_scene
 
 ROOT = Path(__file__).resolve().parents[1]
 META = ROOT / "models" / "shapes_yolo.meta.yaml"
@@ -76,7 +76,7 @@ def test_matching_helper_on_hand_made_case() -> None:
 def test_shipped_onnx_is_dla_friendly_and_matches_torch() -> None:
     onnx = pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
-    from dla_infer_node.model_meta import load_metadata
+    from dla_infer_node.core.model_meta import load_metadata
 
     onnx_path = ROOT / "models" / "shapes_yolo.onnx"
     assert onnx_path.stat().st_size < 5_000_000
@@ -110,7 +110,7 @@ def e2e_rate(tmp_path_factory: pytest.TempPathFactory) -> float:
         paths.append(str(p))
         truth.append((s.boxes, s.class_ids))
     env = dict(os.environ, OMP_NUM_THREADS="2")
-    proc = subprocess.run([sys.executable, "-m", "dla_infer_node.detect", "--json", "--model", str(META),
+    proc = subprocess.run([sys.executable, "-m", "dla_infer_node.cli.detect", "--json", "--model", str(META),
                            "--threads", "2", *paths],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -27,8 +27,8 @@ TOPIC = "/camera/image/compressed"
 
 
 def _shipped_model() -> Path | None:
-    from dla_infer_node.errors import ModelError
-    from dla_infer_node.resources import find_model_file
+    from dla_infer_node.core.errors import ModelError
+    from dla_infer_node.core.resources import find_model_file
 
     try:
         return find_model_file("shapes_yolo.onnx")
@@ -41,9 +41,9 @@ def _offline(model: Path) -> dict[int, tuple[np.ndarray, list[str], np.ndarray]]
     from sensor_msgs.msg import CompressedImage
 
     from dla_infer_node.backends.factory import BackendSettings, open_backend
-    from dla_infer_node.bag_io import BagReader
-    from dla_infer_node.pipeline import Detector
-    from dla_infer_node.ros_convert import frame_from_msg
+    from dla_infer_node.bags.bag_io import BagReader
+    from dla_infer_node.core.pipeline import Detector
+    from dla_infer_node.ros.ros_convert import frame_from_msg
 
     backend, meta = open_backend(BackendSettings(model_path=str(model)))
     out = {}
@@ -58,7 +58,7 @@ def _offline(model: Path) -> dict[int, tuple[np.ndarray, list[str], np.ndarray]]
 
 @pytest.fixture(scope="module")
 def replayed(module_tmp: Path, ros_env: dict[str, str]) -> tuple[Path, list[Any]]:
-    from dla_infer_node.capture import Recorder
+    from dla_infer_node.bags.capture import Recorder
 
     assert BAG.is_dir(), "samples/sample_bag is missing"
     model = _shipped_model() or write_oracle_model(module_tmp / "oracle")[0]
@@ -73,7 +73,7 @@ def replayed(module_tmp: Path, ros_env: dict[str, str]) -> tuple[Path, list[Any]
             time.sleep(0.1)
         assert rec.publisher_count() >= 1, node.output()
         replay = subprocess.run(
-            [sys.executable, "-m", "dla_infer_node.replay", str(BAG), "--rate", "0.5", "--remap",
+            [sys.executable, "-m", "dla_infer_node.bags.replay", str(BAG), "--rate", "0.5", "--remap",
              f"{TOPIC}:={ns}/image/compressed", "--wait-subscribers", "1", "--wait-timeout", "90",
              "--no-progress"],
             env=ros_env, capture_output=True, text=True, timeout=300)
@@ -95,7 +95,7 @@ def replayed(module_tmp: Path, ros_env: dict[str, str]) -> tuple[Path, list[Any]
 
 
 def test_replayed_bag_gives_the_offline_detections(replayed: tuple[Path, list[Any]]) -> None:
-    from dla_infer_node.ros_convert import from_detection_array
+    from dla_infer_node.ros.ros_convert import from_detection_array
 
     model, arrays = replayed
     expected = _offline(model)
@@ -120,7 +120,7 @@ def test_replayed_bag_gives_the_offline_detections(replayed: tuple[Path, list[An
 def test_replayed_bag_finds_the_ground_truth(replayed: tuple[Path, list[Any]]) -> None:
     import json
 
-    from dla_infer_node.ros_convert import from_detection_array
+    from dla_infer_node.ros.ros_convert import from_detection_array
 
     model, arrays = replayed
     if model.name != "shapes_yolo.onnx":

@@ -105,7 +105,7 @@ def test_events_executor_serves_frames_or_is_refused(node_runner: NodeRunner,
     """executor:=events: on a Kilted+ rclpy the node answers frames and stops with 0; elsewhere one line."""
     import numpy as np
 
-    from dla_infer_node.node import has_events_executor
+    from dla_infer_node.ros.node import has_events_executor
 
     params = {"model_path": str(oracle[0]), "executor": "events", "qos_reliability": "reliable"}
     if not has_events_executor():
@@ -139,8 +139,8 @@ def test_events_executor_serves_frames_or_is_refused(node_runner: NodeRunner,
 def test_events_executor_refused_where_rclpy_lacks_it(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from dla_infer_node.errors import ParameterError
-    from dla_infer_node.node import executor_factory
+    from dla_infer_node.core.errors import ParameterError
+    from dla_infer_node.ros.node import executor_factory
 
     monkeypatch.setitem(sys.modules, "rclpy.experimental", None)  # as on Humble/Jazzy: the import fails
     with pytest.raises(ParameterError, match=r"executor.*'events'.*Kilted"):

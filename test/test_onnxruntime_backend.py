@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from _core_fixtures import NA, NC, NO, STRIDES, H, W, build_raw_model, make_metadata, write_metadata
 
-from dla_infer_node.backends.base import Backend
 from dla_infer_node.backends.factory import BackendSettings, open_backend
 from dla_infer_node.backends.onnxruntime import OnnxRuntimeBackend
-from dla_infer_node.errors import BackendError, ModelError, ParameterError
-from dla_infer_node.model_meta import ModelMetadata
-from dla_infer_node.pipeline import Detector
-from dla_infer_node.preprocess import reference_preprocess
-from dla_infer_node.resources import model_dirs
+from dla_infer_node.core.backend import Backend
+from dla_infer_node.core.errors import BackendError, ModelError, ParameterError
+from dla_infer_node.core.model_meta import ModelMetadata
+from dla_infer_node.core.pipeline import Detector
+from dla_infer_node.core.preprocess import reference_preprocess
+from dla_infer_node.core.resources import model_dirs
 
 
 @pytest.fixture
@@ -163,7 +163,7 @@ def _shipped_metadata() -> Path | None:
 
 @pytest.mark.skipif(_shipped_metadata() is None, reason="shipped model not committed yet")
 def test_shipped_model_detects_synthetic_objects() -> None:
-    from dla_infer_node.synth import generate_scene
+    from dla_infer_node.core.synth import generate_scene
 
     backend, meta = open_backend(BackendSettings())
     det = Detector(backend, meta, 0.25, 0.45, 100)
@@ -189,7 +189,8 @@ def test_no_import_of_onnxruntime_at_package_import() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, dla_infer_node.backends.factory, dla_infer_node.pipeline, dla_infer_node.detect; "
+    code = ("import sys, dla_infer_node.backends.factory, dla_infer_node.core.pipeline, "
+            "dla_infer_node.cli.detect; "
             "print('onnxruntime' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).resolve().parent.parent)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dla_infer_node import params
-from dla_infer_node.errors import ParameterError
+from dla_infer_node.core.errors import ParameterError
+from dla_infer_node.ros import params
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -134,6 +134,6 @@ def test_markdown_table_lists_every_parameter() -> None:
 
 def test_readme_parameter_table_is_the_generated_one() -> None:
     # README.md carries the table verbatim; regenerate it with
-    # .venv/bin/python -c "from dla_infer_node.params import markdown_table; print(markdown_table())"
+    # .venv/bin/python -c "from dla_infer_node.ros.params import markdown_table; print(markdown_table())"
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert params.markdown_table() in readme, "README.md's parameter table is out of date"

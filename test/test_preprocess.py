@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 from _core_fixtures import make_metadata
 
-from dla_infer_node.errors import InputError
-from dla_infer_node.image_io import image_from_fields
-from dla_infer_node.preprocess import (
+from dla_infer_node.core.errors import InputError
+from dla_infer_node.core.image_io import image_from_fields
+from dla_infer_node.core.preprocess import (
     Letterbox,
     Preprocessor,
     preprocess,
     reference_preprocess,
     resize_interpolation,
 )
-from dla_infer_node.tensor_format import TensorLayout, pack, unpack
+from dla_infer_node.core.tensor_format import TensorLayout, pack, unpack
 
 
 @pytest.mark.parametrize(
@@ -122,7 +122,7 @@ def test_both_zero_mean_conversions_match_the_contract(fast_multiply: bool) -> N
 
 
 def test_multiply_is_fast_is_measured_once_per_process() -> None:
-    from dla_infer_node.preprocess import multiply_is_fast
+    from dla_infer_node.core.preprocess import multiply_is_fast
 
     assert isinstance(multiply_is_fast(), bool)
     assert multiply_is_fast.cache_info().currsize == 1  # cached: later preprocessors do not re-measure

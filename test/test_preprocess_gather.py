@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dla_infer_node.model_meta import InputSpec
-from dla_infer_node.preprocess import Preprocessor, reference_preprocess
+from dla_infer_node.core.model_meta import InputSpec
+from dla_infer_node.core.preprocess import Preprocessor, reference_preprocess
 
 ENCODINGS = {"rgb8": 3, "bgr8": 3, "rgba8": 4, "bgra8": 4, "mono8": 1}
 

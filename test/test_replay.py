@@ -16,9 +16,9 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable (run the tests in the project .venv)")
 
-from dla_infer_node.bag_io import BagReader, BagWriter  # noqa: E402
-from dla_infer_node.capture import Recorder  # noqa: E402
-from dla_infer_node.replay import Replayer, ReplayOptions  # noqa: E402
+from dla_infer_node.bags.bag_io import BagReader, BagWriter  # noqa: E402
+from dla_infer_node.bags.capture import Recorder  # noqa: E402
+from dla_infer_node.bags.replay import Replayer, ReplayOptions  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "samples" / "sample_bag"
@@ -28,7 +28,7 @@ IMG = "sensor_msgs/msg/Image"
 
 def _replay(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "dla_infer_node.replay", *args],
+        [sys.executable, "-m", "dla_infer_node.bags.replay", *args],
         env=dict(os.environ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dla_infer_node.synth import CLASS_NAMES, MIN_VISIBLE, generate_scene
+from dla_infer_node.core.synth import CLASS_NAMES, MIN_VISIBLE, generate_scene
 
 
 def test_same_seed_same_scene() -> None:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dla_infer_node.errors import DlaInferError
-from dla_infer_node.tensor_format import TensorLayout, pack, unpack
+from dla_infer_node.core.errors import DlaInferError
+from dla_infer_node.core.tensor_format import TensorLayout, pack, unpack
 
 ELEM = {"fp16": 2, "int8": 1}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from dla_infer_node.worker import LatestFrameWorker
+from dla_infer_node.ros.worker import LatestFrameWorker
 
 
 def test_processes_newest_and_counts_dropped() -> None:

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import conftest
 
-from dla_infer_node.artifact import load_artifact
+from dla_infer_node.artifact.sidecar import load_artifact
 from dla_infer_node.backends.cudla import CudlaBackend
 from dla_infer_node.backends.cudla_errors import ExecutionError
 from emulator import cases

@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dla_infer_node.artifact import load_artifact
+from dla_infer_node.artifact.sidecar import load_artifact
 from dla_infer_node.backends.cudla import CudlaBackend
 from dla_infer_node.backends.cudla_errors import DeviceError, LoadableError, MemoryStageError, SubmitError
-from dla_infer_node.decode import make_decoder
-from dla_infer_node.preprocess import reference_preprocess
-from dla_infer_node.tensor_format import unpack
+from dla_infer_node.core.decode import make_decoder
+from dla_infer_node.core.preprocess import reference_preprocess
+from dla_infer_node.core.tensor_format import unpack
 from emulator import cases
 
 pytestmark = pytest.mark.emulated
@@ -190,7 +190,7 @@ def test_doctor_passes_every_stage(emu: Any, artifacts_dir: Path, tmp_path: Path
     if out_dir:
         record = Path(out_dir) / "doctor_record.yaml"
     env = dict(os.environ)
-    proc = subprocess.run([sys.executable, "-m", "dla_infer_node.doctor", "--loadable", str(art.loadable),
+    proc = subprocess.run([sys.executable, "-m", "dla_infer_node.cli.doctor", "--loadable", str(art.loadable),
                            "--image", str(tmp_path / "frame.png"),
                            "--onnx-meta", str(tmp_path / "echo.meta.yaml"),
                            "--record", str(record), "--cudla-library", str(emu.path)],

@@ -22,10 +22,10 @@ pytest.importorskip("cuda.core")
 
 from dla_infer_node.backends import cuda_runtime as cr  # noqa: E402
 from dla_infer_node.backends import gpu_preprocess as gp  # noqa: E402
-from dla_infer_node.errors import InputError  # noqa: E402
-from dla_infer_node.model_meta import InputSpec  # noqa: E402
-from dla_infer_node.preprocess import Preprocessor  # noqa: E402
-from dla_infer_node.tensor_format import TensorLayout, pack, unpack  # noqa: E402
+from dla_infer_node.core.errors import InputError  # noqa: E402
+from dla_infer_node.core.model_meta import InputSpec  # noqa: E402
+from dla_infer_node.core.preprocess import Preprocessor  # noqa: E402
+from dla_infer_node.core.tensor_format import TensorLayout, pack, unpack  # noqa: E402
 
 COMBOS = [("linear", "fp16"), ("linear", "int8"), ("hwc4", "fp16"), ("hwc4", "int8"),
           ("chw16", "fp16"), ("chw32", "int8")]
@@ -250,7 +250,7 @@ def test_parameter_block_size_matches_the_kernel() -> None:
 # Through the cuDLA backend and the DLA EMULATOR (fixtures from conftest.py)
 
 def _backends(sidecar: Path, cuda: Any) -> tuple[Any, Any]:
-    from dla_infer_node.artifact import load_artifact
+    from dla_infer_node.artifact.sidecar import load_artifact
     from dla_infer_node.backends.cudla import CudlaBackend
 
     art = load_artifact(sidecar)
@@ -285,7 +285,7 @@ def test_backend_gpu_path_equals_cpu_path(emu: Any, cuda: Any, artifacts_dir: Pa
 @pytest.mark.parametrize(("in_fmt", "in_dt"), [("hwc4", "int8"), ("chw16", "fp16"), ("linear", "fp16")])
 def test_backend_gpu_path_oracle_finds_the_rectangles(emu: Any, cuda: Any, artifacts_dir: Path, in_fmt: str,
                                                       in_dt: str) -> None:
-    from dla_infer_node.decode import make_decoder
+    from dla_infer_node.core.decode import make_decoder
     from emulator import cases
 
     art = cases.oracle_artifact(artifacts_dir / "gpu_path", in_fmt, in_dt, "chw16", "fp16", "raw")

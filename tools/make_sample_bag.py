@@ -1,5 +1,5 @@
 """Write samples/sample_bag: a rosbag2 MCAP bag of sensor_msgs/CompressedImage JPEG frames of synthetic
-scenes (dla_infer_node.synth), plus their ground truth as a JSON sidecar.
+scenes (dla_infer_node.core.synth), plus their ground truth as a JSON sidecar.
 
     .venv/bin/python tools/make_sample_bag.py [--out samples/sample_bag] [--frames 60] [--hz 10]
 
@@ -18,9 +18,9 @@ from typing import Any
 
 import cv2
 
-from dla_infer_node.bag_io import BagReader, BagWriter
-from dla_infer_node.bag_meta import QosProfile
-from dla_infer_node.synth import generate_scene
+from dla_infer_node.bags.bag_io import BagReader, BagWriter
+from dla_infer_node.bags.bag_meta import QosProfile
+from dla_infer_node.core.synth import generate_scene
 
 REPO = Path(__file__).resolve().parents[1]
 SEED0 = 1000

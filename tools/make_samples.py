@@ -14,7 +14,7 @@ import cv2
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dla_infer_node.synth import CLASS_NAMES, generate_scene  # noqa: E402
+from dla_infer_node.core.synth import CLASS_NAMES, generate_scene  # noqa: E402
 
 # held-out seeds (>= 30_000_000: neither training, evaluation nor the end-to-end test range)
 SAMPLES = [(30_000_001, 640, 480), (30_000_002, 640, 480), (30_000_003, 640, 480),

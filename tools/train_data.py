@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 import torch
 
-from dla_infer_node.synth import generate_scene
+from dla_infer_node.core.synth import generate_scene
 
 Cropped = tuple[np.ndarray, np.ndarray, np.ndarray]  # window, targets, ignore regions (random_crop)
 

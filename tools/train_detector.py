@@ -1,9 +1,9 @@
 """Train the shapes detector on synthetic scenes (PyTorch, CPU) and export it for the package.
 
-    /work/trainvenv/bin/python tools/train_detector.py --out models/
+    .trainvenv/bin/python tools/train_detector.py --out models/   # a venv with torch (models/README.md)
 
 Deterministic by --seed: scene seeds, weight init and batch order all derive from it. Training scenes use
-seeds in [0, TRAIN_SEED_LIMIT); evaluation (dla_infer_node.evaluate) uses seeds >= 10_000_000, so the
+seeds in [0, TRAIN_SEED_LIMIT); evaluation (dla_infer_node.cli.evaluate) uses seeds >= 10_000_000, so the
 held-out scenes are never seen here. Each batch draws --fresh new scenes and fills the rest with mirrored
 replays of recent ones (train_data.ReplayFeed), so each scene is used about batch/fresh times.
 
@@ -38,7 +38,7 @@ import train_data as data  # noqa: E402
 from shapes_model import ShapesYolo, export_onnx, fold_batchnorm  # noqa: E402
 from train_loss import YoloLoss  # noqa: E402
 
-from dla_infer_node.synth import CLASS_NAMES  # noqa: E402
+from dla_infer_node.core.synth import CLASS_NAMES  # noqa: E402
 
 PLAN_CHECK_AT = 300     # iteration at which a too-slow machine shortens the plan (once)
 PLAN_BUDGET_SHARE = 0.97  # share of --time-budget the shortened plan aims at (export follows)

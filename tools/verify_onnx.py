@@ -1,8 +1,8 @@
 """Check that ONNX Runtime reproduces the torch outputs saved at export (shapes_yolo.check.npz).
 
-    /work/devvenv/bin/python tools/verify_onnx.py models/shapes_yolo.onnx models/shapes_yolo.check.npz
+    .venv/bin/python tools/verify_onnx.py models/shapes_yolo.onnx models/shapes_yolo.check.npz
     # shrink a training-run check file to what models/ ships (first input stored as uint8, ~0.5 MB):
-    /work/devvenv/bin/python tools/verify_onnx.py --compact FULL.npz models/shapes_yolo.check.npz
+    .venv/bin/python tools/verify_onnx.py --compact FULL.npz models/shapes_yolo.check.npz
 
 Also checks the graph uses only DLA-friendly operators. Needs onnxruntime + onnx, not torch.
 """

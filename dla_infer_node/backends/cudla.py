@@ -25,14 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from dla_infer_node.artifact import (
+from dla_infer_node.artifact.sidecar import (
     Artifact,
     check_loadable_file,
     default_sidecar,
     load_artifact,
     read_loadable,
 )
-from dla_infer_node.backends.base import RawOutputs
 from dla_infer_node.backends.cudla_errors import (
     LIBRARY_HINT,
     CudlaStageError,
@@ -46,9 +45,10 @@ from dla_infer_node.backends.cudla_errors import (
 )
 from dla_infer_node.backends.cudla_tensors import BoundTensor, bind_tensors
 from dla_infer_node.backends.input_path import InputPath, make_input_path
-from dla_infer_node.errors import BackendError, ModelError, ParameterError
-from dla_infer_node.model_meta import ModelMetadata, load_metadata
-from dla_infer_node.tensor_format import unpack
+from dla_infer_node.core.backend import RawOutputs
+from dla_infer_node.core.errors import BackendError, ModelError, ParameterError
+from dla_infer_node.core.model_meta import ModelMetadata, load_metadata
+from dla_infer_node.core.tensor_format import unpack
 
 LOG = logging.getLogger("dla_infer_node.cudla")
 MAX_FRAME = (3840, 2160)  # largest frame the input path accepts (sizes the GPU path's staging buffer)

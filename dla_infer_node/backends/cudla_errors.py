@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from dla_infer_node.errors import BackendError
+from dla_infer_node.core.errors import BackendError
 
 STAGES = ("runtime_library", "device", "loadable", "tensors", "memory", "submit", "execution")
 

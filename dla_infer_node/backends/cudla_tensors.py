@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dla_infer_node.artifact import Artifact, TensorFacts
+from dla_infer_node.artifact.sidecar import Artifact, TensorFacts
 from dla_infer_node.backends.cudla_errors import TensorError
-from dla_infer_node.tensor_format import LayoutError, TensorLayout
+from dla_infer_node.core.tensor_format import LayoutError, TensorLayout
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dla_infer_node.backends.base import Backend
-from dla_infer_node.errors import BackendError, ParameterError
-from dla_infer_node.model_meta import ModelMetadata, load_metadata
-from dla_infer_node.resources import default_model_metadata, metadata_for_model
+from dla_infer_node.core.backend import Backend
+from dla_infer_node.core.errors import BackendError, ParameterError
+from dla_infer_node.core.model_meta import ModelMetadata, load_metadata
+from dla_infer_node.core.resources import default_model_metadata, metadata_for_model
 
 BACKENDS = ("onnxruntime", "cudla")
 RUNTIME_MODES = ("hybrid",)

@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dla_infer_node.backends import preprocess_kernel as pk
-from dla_infer_node.errors import BackendError, InputError, ParameterError
-from dla_infer_node.image_io import RGB_INDEX, validate_image
+from dla_infer_node.core.errors import BackendError, InputError, ParameterError
+from dla_infer_node.core.image_io import RGB_INDEX, validate_image
 
 if TYPE_CHECKING:
     from dla_infer_node.backends.cuda_runtime import PinnedBuffer
-    from dla_infer_node.model_meta import InputSpec
-    from dla_infer_node.preprocess import Letterbox
-    from dla_infer_node.tensor_format import TensorLayout
+    from dla_infer_node.core.model_meta import InputSpec
+    from dla_infer_node.core.preprocess import Letterbox
+    from dla_infer_node.core.tensor_format import TensorLayout
 
 STAGE = "gpu_preprocess"
 TABLE_ALIGN = 256
@@ -279,7 +279,7 @@ class GpuInputPath:
     # -- per frame -------------------------------------------------------------------------------------
     def _prepare(self, w: int, h: int, c: int, encoding: str) -> tuple[Letterbox, bool]:
         """Letterbox and kernel parameters for this geometry; True when the tap tables must be uploaded."""
-        from dla_infer_node.preprocess import Letterbox
+        from dla_infer_node.core.preprocess import Letterbox
 
         if self._geometry == (w, h, c, encoding) and self._lb is not None:
             return self._lb, False

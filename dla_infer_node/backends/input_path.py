@@ -3,8 +3,8 @@
 Contract (read by the GPU-preprocess implementation, ``gpu_preprocess.GpuInputPath``):
 
 * Constructed once at backend startup with ``(input_spec, layout, int8_scale, max_width, max_height)``:
-  ``input_spec`` is the model's :class:`~dla_infer_node.model_meta.InputSpec` (size, channel order,
-  mean/std, pad value), ``layout`` the :class:`~dla_infer_node.tensor_format.TensorLayout` derived from
+  ``input_spec`` is the model's :class:`~dla_infer_node.core.model_meta.InputSpec` (size, channel order,
+  mean/std, pad value), ``layout`` the :class:`~dla_infer_node.core.tensor_format.TensorLayout` derived from
   the loadable's input descriptor (format, dtype, byte strides, ``size``), ``int8_scale`` the artifact's
   calibration scale (``None`` for fp16; required for int8), ``max_width``/``max_height`` the largest
   frame accepted. Every buffer (pinned staging, device scratch, compiled kernels) is allocated here:
@@ -17,9 +17,9 @@ Contract (read by the GPU-preprocess implementation, ``gpu_preprocess.GpuInputPa
   once per frame after the output copies. It may, however, reuse its pinned staging buffer only once
   the previous frame's copy has completed — the backend's per-frame sync guarantees that.
   ``image`` is ``(H, W, C)`` uint8 (C = 1, 3 or 4 per ``encoding``: rgb8, bgr8, rgba8, bgra8, mono8).
-  It returns the frame's :class:`~dla_infer_node.preprocess.Letterbox` (fixed geometry in the brief).
+  It returns the frame's :class:`~dla_infer_node.core.preprocess.Letterbox` (fixed geometry in the brief).
   Bad input (unsupported encoding, zero size, frame larger than max) raises
-  :class:`~dla_infer_node.errors.InputError` before anything is enqueued.
+  :class:`~dla_infer_node.core.errors.InputError` before anything is enqueued.
 * ``close()`` releases everything, idempotent, after the backend has synchronised the stream.
 """
 
@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from dla_infer_node.errors import InputError, ParameterError
+from dla_infer_node.core.errors import InputError, ParameterError
 
 if TYPE_CHECKING:
-    from dla_infer_node.model_meta import InputSpec
-    from dla_infer_node.preprocess import Letterbox
-    from dla_infer_node.tensor_format import TensorLayout
+    from dla_infer_node.core.model_meta import InputSpec
+    from dla_infer_node.core.preprocess import Letterbox
+    from dla_infer_node.core.tensor_format import TensorLayout
 
 INPUT_PATH_KINDS = ("cpu", "gpu")
 
@@ -67,7 +67,7 @@ class CpuInputPath:
         cuda: Any = None,
     ) -> None:
         from dla_infer_node.backends import cuda_runtime
-        from dla_infer_node.preprocess import Preprocessor
+        from dla_infer_node.core.preprocess import Preprocessor
 
         cr = cuda if cuda is not None else cuda_runtime  # tests substitute a fake runtime
 

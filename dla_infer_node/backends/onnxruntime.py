@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from dla_infer_node.backends.base import RawOutputs
-from dla_infer_node.errors import BackendError, DlaInferError, ModelError
-from dla_infer_node.model_meta import ModelMetadata
-from dla_infer_node.preprocess import Preprocessor
+from dla_infer_node.core.backend import RawOutputs
+from dla_infer_node.core.errors import BackendError, DlaInferError, ModelError
+from dla_infer_node.core.model_meta import ModelMetadata
+from dla_infer_node.core.preprocess import Preprocessor
 
 
 def _dims_match(actual: Sequence[Any], expected: Sequence[int]) -> bool:

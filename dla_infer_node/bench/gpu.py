@@ -1,0 +1,308 @@
+"""GPU preprocessing benchmark (not a test).
+
+``python -m dla_infer_node.bench.gpu [--out bench/results/gpu.json]``
+
+Needs a CUDA GPU with cuda-bindings and cuda-core. Two parts, in one run:
+
+(a) Kernel alone, 1920x1080 rgb8 -> 640x640, each DLA input layout: time per launch from CUDA events
+    over many launches, bytes moved (frame read once + the whole destination written) per second, as a
+    fraction of a device-to-device copy of the same number of bytes timed in the same run. "hot" reuses
+    one source and one destination (they fit in L2); "cold" rotates over enough buffers to exceed twice
+    the L2, which is the number that compares with DRAM bandwidth.
+(b) Whole per-frame host-side cost of the cuDLA backend (upload + kernel + submit + output copies + sync +
+    unpack + decode), with the DLA EMULATOR's ``echo`` program, GPU input path vs CPU pack path,
+    interleaved frame by frame. Needs the emulator library (``emulator/build.sh`` builds it; point
+    ``DLA_EMULATOR_LIB`` at it) and the repository root on ``sys.path``; skipped, and said so in the
+    results, otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dla_infer_node.core.model_meta import InputSpec
+from dla_infer_node.core.tensor_format import TensorLayout
+
+LAYOUTS = (("linear", "fp16"), ("linear", "int8"), ("hwc4", "fp16"), ("hwc4", "int8"),
+           ("chw16", "fp16"), ("chw32", "int8"))
+SCALE = 1.0 / 127.0
+SPEC = InputSpec("images", 640, 640, "rgb", (0.0, 0.0, 0.0), (255.0, 255.0, 255.0), 114)
+
+
+def _ok(result: Any, call: str) -> Any:
+    status, values = (result[0], result[1:]) if isinstance(result, tuple) else (result, ())
+    if int(status) != 0:
+        raise RuntimeError(f"{call} failed: {status}")
+    return values[0] if len(values) == 1 else values
+
+
+class _Graph:
+    """``n`` repetitions of some stream work captured into one CUDA graph, timed with events per replay.
+
+    Launching from Python costs more host time than these kernels take on the GPU, so timing a Python
+    loop would measure the host; a graph replay measures back-to-back device work.
+    """
+
+    def __init__(self, rt: Any, stream: int, body: Any, n: int) -> None:
+        self.rt, self.stream, self.n = rt, stream, n
+        mode = rt.cudaStreamCaptureMode.cudaStreamCaptureModeThreadLocal
+        _ok(rt.cudaStreamBeginCapture(stream, mode), "cudaStreamBeginCapture")
+        try:
+            for i in range(n):
+                body(i)
+        finally:
+            graph = _ok(rt.cudaStreamEndCapture(stream), "cudaStreamEndCapture")
+        self.graph = graph
+        self.exec = _ok(rt.cudaGraphInstantiate(graph, 0), "cudaGraphInstantiate")
+        self.a = _ok(rt.cudaEventCreate(), "cudaEventCreate")
+        self.b = _ok(rt.cudaEventCreate(), "cudaEventCreate")
+        self.time()  # warm-up replay
+
+    def time(self) -> float:
+        """Milliseconds per repetition for one replay."""
+        rt = self.rt
+        _ok(rt.cudaEventRecord(self.a, self.stream), "cudaEventRecord")
+        _ok(rt.cudaGraphLaunch(self.exec, self.stream), "cudaGraphLaunch")
+        _ok(rt.cudaEventRecord(self.b, self.stream), "cudaEventRecord")
+        _ok(rt.cudaEventSynchronize(self.b), "cudaEventSynchronize")
+        return float(_ok(rt.cudaEventElapsedTime(self.a, self.b), "cudaEventElapsedTime")) / self.n
+
+    def close(self) -> None:
+        rt = self.rt
+        rt.cudaEventDestroy(self.a)
+        rt.cudaEventDestroy(self.b)
+        rt.cudaGraphExecDestroy(self.exec)
+        rt.cudaGraphDestroy(self.graph)
+
+
+def _raw_launch(drv: Any, path: Any, dst: int, src: int, stream: int) -> None:
+    """The kernel launch of GpuInputPath.launch without its event record (capturable, benchmark only)."""
+    path._params.dst, path._params.src = dst, src
+    _ok(drv.cuLaunchKernel(path._function, path.grid, 1, 1, path.block, 1, 1, 0, stream,
+                           ctypes.addressof(path._argv), 0), "cuLaunchKernel")
+
+
+def _bench_layout(rt: Any, drv: Any, cr: Any, s: int, frame: np.ndarray, layout: TensorLayout, l2: int,
+                  iters: int, trials: int) -> dict[str, Any]:
+    from dla_infer_node.backends.gpu_preprocess import GpuInputPath
+
+    src_bytes = frame.nbytes
+    moved = src_bytes + layout.size  # frame read once + every destination byte written
+    k = max(2, -(-4 * l2 // moved))  # rotation set of twice the L2, read + write side
+    half = moved // 2  # a copy of `half` bytes reads and writes `moved` bytes
+    d2d = rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice
+    dsts = [cr.malloc(layout.size) for _ in range(k)]
+    srcs = [cr.malloc(src_bytes) for _ in range(k)]
+    cbufs = [(cr.malloc(half), cr.malloc(half)) for _ in range(k)]
+    try:
+        with GpuInputPath(SPEC, layout, SCALE, 1920, 1080) as path:
+            path.enqueue(frame, "rgb8", dsts[0], s)
+            staged = path._dev + path._table_bytes
+            for p in srcs:
+                _ok(rt.cudaMemcpyAsync(p, staged, src_bytes, d2d, s), "cudaMemcpyAsync")
+            _ok(rt.cudaStreamSynchronize(s), "cudaStreamSynchronize")
+            bodies = {
+                "hot": lambda i: _raw_launch(drv, path, dsts[0], staged, s),
+                "cold": lambda i: _raw_launch(drv, path, dsts[i % k], srcs[i % k], s),
+                "copy_hot": lambda i: _ok(rt.cudaMemcpyAsync(cbufs[0][1], cbufs[0][0], half, d2d, s), "copy"),
+                "copy_cold": lambda i: _ok(rt.cudaMemcpyAsync(cbufs[i % k][1], cbufs[i % k][0], half, d2d, s),
+                                           "copy"),
+            }
+            graphs = {name: _Graph(rt, s, body, iters) for name, body in bodies.items()}
+            res: dict[str, list[float]] = {name: [] for name in graphs}
+            for _ in range(trials):  # interleaved so that clock changes hit all four alike
+                for name, g in graphs.items():
+                    res[name].append(g.time())
+            for g in graphs.values():
+                g.close()
+            entry: dict[str, Any] = {"kernel_variant": list(path.variant), "grid": path.grid,
+                                     "block": path.block}
+    finally:
+        for ptr in dsts + srcs + [b for pair in cbufs for b in pair]:
+            cr.free(ptr)
+    med = {name: statistics.median(v) for name, v in res.items()}
+    entry.update({"dst_bytes": layout.size, "src_bytes": src_bytes, "bytes_moved": moved, "rotation": k})
+    for mode in ("hot", "cold"):
+        t_k, t_c = med[mode], med[f"copy_{mode}"]
+        bw_k, bw_c = moved / (t_k * 1e-3), 2 * half / (t_c * 1e-3)
+        entry[mode] = {"kernel_us": round(t_k * 1e3, 2), "kernel_GBps": round(bw_k / 1e9, 1),
+                       "d2d_copy_us": round(t_c * 1e3, 2), "d2d_copy_GBps": round(bw_c / 1e9, 1),
+                       "fraction_of_copy": round(bw_k / bw_c, 3),
+                       "kernel_us_trials": [round(v * 1e3, 2) for v in res[mode]]}
+    return entry
+
+
+def bench_kernels(iters: int, trials: int) -> dict[str, Any]:
+    from cuda.bindings import driver as drv
+    from cuda.bindings import runtime as rt
+
+    from dla_infer_node.backends import cuda_runtime as cr
+
+    cr.make_context_current(0)
+    stream = cr.Stream()
+    l2 = int(_ok(rt.cudaDeviceGetAttribute(rt.cudaDeviceAttr.cudaDevAttrL2CacheSize, 0), "L2 size"))
+    frame = np.random.default_rng(0).integers(0, 256, (1080, 1920, 3), dtype=np.uint8)
+    out: dict[str, Any] = {"l2_bytes": l2, "frame": "1920x1080 rgb8", "net": "640x640", "layouts": {},
+                           "method": "CUDA graph of N back-to-back launches (or copies), CUDA events "
+                                     "per replay, median of interleaved replays"}
+    try:
+        for fmt, dtype in LAYOUTS:
+            layout = TensorLayout.dense(fmt, dtype, 1, 3, 640, 640)
+            out["layouts"][f"{fmt}/{dtype}"] = _bench_layout(rt, drv, cr, stream.handle, frame, layout, l2,
+                                                             iters, trials)
+    finally:
+        stream.destroy()
+    return out
+
+
+def _echo_artifact(directory: Path, fmt: str, dtype: str) -> Any:
+    """DLA EMULATOR echo loadable: 640x640 input in (fmt, dtype), three YOLOv5 raw heads (linear) out."""
+    from emulator.make_loadable import EmuTensor, write_artifact
+
+    strides, nc = (8, 16, 32), 4
+    no = 3 * (5 + nc)
+    model = {"name": "bench_echo", "classes": [f"c{i}" for i in range(nc)],
+             "input": {"name": "images", "width": 640, "height": 640, "channel_order": "rgb",
+                       "mean": [0.0, 0.0, 0.0], "std": [255.0, 255.0, 255.0], "pad_value": 114},
+             "decoder": {"kind": "yolov5_raw", "num_classes": nc, "strides": list(strides),
+                         "anchors": [[10, 13, 16, 30, 33, 23], [30, 61, 62, 45, 59, 119],
+                                     [116, 90, 156, 198, 373, 326]]},
+             "outputs": [{"name": f"p{i + 3}", "shape": [1, no, 640 // st, 640 // st]}
+                         for i, st in enumerate(strides)]}
+    inp = EmuTensor("images", fmt, dtype, (1, 3, 640, 640), SCALE if dtype == "int8" else None)
+    outs = [EmuTensor(f"p{i + 3}", "linear", dtype, (1, no, 640 // st, 640 // st),
+                      4.5 / 127.0 if dtype == "int8" else None) for i, st in enumerate(strides)]
+    return write_artifact(directory, f"echo_{dtype}_{fmt}", "echo", [inp], outs, model)
+
+
+def _input_path_only(backend: Any, frame: np.ndarray) -> float:
+    """Seconds for the backend's input path alone: enqueue into the registered input buffer + stream sync."""
+    stream = backend._stream
+    dst = backend._dev_bufs[backend.inputs[0].index]
+    t0 = time.perf_counter()
+    backend._input.enqueue(frame, "rgb8", dst, stream.handle)
+    stream.synchronize()
+    return time.perf_counter() - t0
+
+
+def bench_e2e(frames: int) -> dict[str, Any]:
+    """Per-frame host-side cost of CudlaBackend + decode, GPU input path vs CPU pack path (emulated DLA)."""
+    lib = os.environ.get("DLA_EMULATOR_LIB", "libcudla.so.1")
+    try:  # loaded before the binding's first call, so cuda.bindings.cudla binds to this library
+        ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+    except OSError as exc:
+        return {"skipped": f"{lib} not loadable ({exc}); build the DLA EMULATOR with emulator/build.sh "
+                           "and set DLA_EMULATOR_LIB=<dir>/libcudla.so.1"}
+    from dla_infer_node.backends.cudla import CudlaBackend, open_artifact
+    from dla_infer_node.core.pipeline import Detector
+
+    frame = np.random.default_rng(1).integers(0, 256, (1080, 1920, 3), dtype=np.uint8)
+    out: dict[str, Any] = {"dla": "DLA EMULATOR (echo program, host-side copy through the layouts)",
+                           "frame": "1920x1080 rgb8", "frames": frames, "layouts": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for fmt, dtype in LAYOUTS:
+            art = _echo_artifact(Path(tmp), fmt, dtype)
+            artifact = open_artifact(str(art.loadable), str(art.sidecar))
+            dets = {dev: Detector(CudlaBackend(artifact, preprocess_device=dev), artifact.metadata,
+                                  conf_threshold=0.3) for dev in ("cpu", "gpu")}
+            try:
+                raw = {dev: d.backend.infer(frame, "rgb8") for dev, d in dets.items()}
+                diff = max(float(np.abs(a - b).max()) for a, b in
+                           zip(raw["cpu"].tensors, raw["gpu"].tensors, strict=True))
+                for d in dets.values():
+                    for _ in range(10):
+                        d.detect(frame, "rgb8")
+                times: dict[str, list[float]] = {"cpu": [], "gpu": []}
+                input_only: dict[str, list[float]] = {"cpu": [], "gpu": []}
+                for i in range(frames):  # interleaved, alternating order
+                    for dev in (("cpu", "gpu") if i % 2 == 0 else ("gpu", "cpu")):
+                        t0 = time.perf_counter()
+                        dets[dev].detect(frame, "rgb8")
+                        times[dev].append(time.perf_counter() - t0)
+                        input_only[dev].append(_input_path_only(dets[dev].backend, frame))
+            finally:
+                for d in dets.values():
+                    d.close()
+            entry: dict[str, Any] = {"echo_outputs_max_abs_diff_cpu_vs_gpu": diff}
+            for dev, v in times.items():
+                entry[dev] = {"median_ms": round(statistics.median(v) * 1e3, 3),
+                              "p90_ms": round(float(np.percentile(v, 90)) * 1e3, 3),
+                              "min_ms": round(min(v) * 1e3, 3),
+                              "input_path_only_median_ms": round(statistics.median(input_only[dev]) * 1e3, 3)}
+            entry["gpu_over_cpu_median"] = round(entry["gpu"]["median_ms"] / entry["cpu"]["median_ms"], 3)
+            out["layouts"][f"{fmt}/{dtype}"] = entry
+    return out
+
+
+def _environment() -> dict[str, Any]:
+    import platform
+
+    import cv2
+
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    env: dict[str, Any] = {"date_utc": now, "python": sys.version.split()[0], "numpy": np.__version__,
+                           "opencv": cv2.__version__, "machine": platform.machine()}
+    try:
+        from cuda import bindings
+        from cuda.bindings import runtime as rt
+
+        env["cuda_bindings"] = bindings.__version__
+        env["cuda_driver"] = int(_ok(rt.cudaDriverGetVersion(), "cudaDriverGetVersion"))
+        env["cuda_runtime"] = int(_ok(rt.cudaRuntimeGetVersion(), "cudaRuntimeGetVersion"))
+        props = _ok(rt.cudaGetDeviceProperties(0), "cudaGetDeviceProperties")
+        env["gpu"] = props.name.decode() if isinstance(props.name, bytes) else str(props.name)
+        import cuda.core
+
+        env["cuda_core"] = getattr(cuda.core, "__version__", "?")
+    except Exception as exc:  # environment facts are best effort
+        env["error"] = f"{type(exc).__name__}: {exc}"
+    return env
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="bench/results/gpu.json")
+    ap.add_argument("--iters", type=int, default=200, help="kernel launches per graph replay")
+    ap.add_argument("--trials", type=int, default=9, help="graph replays per measurement (median)")
+    ap.add_argument("--frames", type=int, default=200, help="frames per path in the end-to-end part")
+    ap.add_argument("--skip-e2e", action="store_true")
+    a = ap.parse_args(argv)
+    results: dict[str, Any] = {"environment": _environment(), "kernel": bench_kernels(a.iters, a.trials)}
+    results["end_to_end"] = {"skipped": "--skip-e2e"} if a.skip_e2e else bench_e2e(a.frames)
+    path = Path(a.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(f"{'layout':12} {'hot us':>8} {'cold us':>8} {'cold GB/s':>10} {'copy GB/s':>10} {'frac':>6}")
+    for name, e in results["kernel"]["layouts"].items():
+        c = e["cold"]
+        print(f"{name:12} {e['hot']['kernel_us']:8.2f} {c['kernel_us']:8.2f} {c['kernel_GBps']:10.1f} "
+              f"{c['d2d_copy_GBps']:10.1f} {c['fraction_of_copy']:6.3f}")
+    e2e = results["end_to_end"]
+    if "layouts" in e2e:
+        print(f"{'layout':12} {'cpu ms':>8} {'gpu ms':>8} {'gpu/cpu':>8} {'cpu in':>8} {'gpu in':>8} "
+              f"{'echo diff':>10}")
+        for name, e in e2e["layouts"].items():
+            print(f"{name:12} {e['cpu']['median_ms']:8.3f} {e['gpu']['median_ms']:8.3f} "
+                  f"{e['gpu_over_cpu_median']:8.3f} {e['cpu']['input_path_only_median_ms']:8.3f} "
+                  f"{e['gpu']['input_path_only_median_ms']:8.3f} "
+                  f"{e['echo_outputs_max_abs_diff_cpu_vs_gpu']:10.3g}")
+    else:
+        print("end-to-end:", e2e.get("skipped"))
+    print(f"results: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Command-line tools: detect, evaluate, doctor (with its deployment record), demo and its report."""

@@ -1,0 +1,92 @@
+"""See the detector work before ROS: ``python -m dla_infer_node.cli.detect IMAGE... [--json] [--out DIR]``.
+
+With ``--json`` stdout carries exactly one JSON list per image, one line each, in argument order:
+``[{"class": str, "score": float, "bbox": [x1, y1, x2, y2]}, ...]`` in source pixels. Annotated copies go
+to ``--out`` as ``<stem>_det.png``. Errors print one line (``error: [stage] ...``) on stderr, exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from dla_infer_node.core.errors import DlaInferError, InputError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="detect", description=__doc__.splitlines()[0])
+    p.add_argument("images", nargs="+", metavar="IMAGE", help="image files (read with OpenCV, as bgr8)")
+    p.add_argument("--json", action="store_true", help="one JSON list of detections per image per line")
+    p.add_argument("--out", metavar="DIR", help="write annotated images (<stem>_det.png) here")
+    p.add_argument("--model", metavar="META_YAML", default="",
+                   help="model metadata YAML (default: the shipped models/shapes_yolo.meta.yaml)")
+    p.add_argument("--onnx", metavar="ONNX", default="",
+                   help="ONNX model (default: the one the metadata names)")
+    p.add_argument("--conf", type=float, default=0.25, help="confidence threshold (default 0.25)")
+    p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold (default 0.45)")
+    p.add_argument("--max-det", type=int, default=100, help="maximum detections per image (default 100)")
+    p.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads (0: default)")
+    return p
+
+
+def _quiet_opencv(cv2: object) -> None:
+    """OpenCV logs its own WARN line for unreadable files; our one-line error says it better."""
+    logging = getattr(getattr(cv2, "utils", None), "logging", None)
+    if logging is not None:
+        logging.setLogLevel(logging.LOG_LEVEL_ERROR)
+
+
+def run(args: argparse.Namespace) -> int:
+    import cv2
+
+    _quiet_opencv(cv2)
+
+    from dla_infer_node.backends.factory import BackendSettings, open_backend
+    from dla_infer_node.core.image_io import draw_detections
+    from dla_infer_node.core.pipeline import Detector
+
+    backend, metadata = open_backend(BackendSettings(model_path=args.onnx, metadata_path=args.model,
+                                                     ort_threads=args.threads))
+    out_dir = Path(args.out) if args.out else None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    with Detector(backend, metadata, args.conf, args.iou, args.max_det) as detector:
+        for name in args.images:
+            if not Path(name).is_file():
+                raise InputError("image file not found", call="cv2.imread", params={"path": name},
+                                 stage="input")
+            image = cv2.imread(name, cv2.IMREAD_COLOR)
+            if image is None:
+                raise InputError("cannot read image (missing, unreadable or not an image)", call="cv2.imread",
+                                 params={"path": name}, stage="input")
+            dets = detector.detect(image, "bgr8")
+            items = dets.to_list(detector.classes)
+            if args.json:
+                print(json.dumps(items), flush=True)
+            else:
+                print(f"{name}: {len(items)} detection(s)")
+                for it in items:
+                    x1, y1, x2, y2 = it["bbox"]
+                    print(f"  {it['class']:<12} {it['score']:.3f}  [{x1:.1f}, {y1:.1f}, {x2:.1f}, {y2:.1f}]")
+            if out_dir is not None:
+                target = out_dir / f"{Path(name).stem}_det.png"
+                if not cv2.imwrite(str(target), draw_detections(image, "bgr8", dets, detector.classes)):
+                    raise InputError("cannot write annotated image", call="cv2.imwrite",
+                                     params={"path": str(target)}, stage="output")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return run(args)
+    except DlaInferError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""Measure the detector's accuracy on held-out synthetic scenes with COCO-style mAP (pycocotools).
+
+    evaluate [--model models/shapes_yolo.meta.yaml] [--scenes 500] [--first-seed N]
+
+It runs the package pipeline exactly as the node does (backend factory -> :class:`Detector` -> boxes in
+source pixels) on scenes from :func:`dla_infer_node.core.synth.generate_scene`, and prints, as its LAST line,
+``mAP50=<x> mAP50_95=<y>``.
+
+Seed ranges (kept disjoint so no evaluation scene was seen in training):
+  * training (tools/train_detector.py): seeds in [0, 1_000_000)
+  * evaluation (this module, default):  seeds from 10_000_000 upwards
+  * end-to-end test (test/test_model_accuracy.py): seeds from 20_000_000 upwards
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dla_infer_node.core.errors import DlaInferError, ParameterError
+
+EVAL_FIRST_SEED = 10_000_000
+E2E_FIRST_SEED = 20_000_000
+TRAIN_SEED_LIMIT = 1_000_000
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    map50: float
+    map50_95: float
+    per_class_ap50_95: dict[str, float]
+    scenes: int
+    objects: int
+    seeds: tuple[int, int]  # [first, last + 1)
+
+
+def coco_map(gts: Sequence[tuple[np.ndarray, np.ndarray]],
+             dets: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+             classes: Sequence[str]) -> tuple[float, float, dict[str, float]]:
+    """COCO mAP@0.5 and mAP@0.5:0.95 via pycocotools.
+
+    ``gts[i]`` = (boxes xyxy, class_ids) of image i; ``dets[i]`` = (boxes xyxy, scores, class_ids).
+    """
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    images: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for i, (boxes, cls) in enumerate(gts):
+        images.append({"id": i})
+        for b, c in zip(boxes.tolist(), cls.tolist(), strict=True):
+            w, h = b[2] - b[0], b[3] - b[1]
+            annotations.append({"id": len(annotations) + 1, "image_id": i, "category_id": int(c),
+                                "bbox": [b[0], b[1], w, h], "area": w * h, "iscrowd": 0})
+    for i, (boxes, scores, cls) in enumerate(dets):
+        for b, s, c in zip(boxes.tolist(), scores.tolist(), cls.tolist(), strict=True):
+            results.append({"image_id": i, "category_id": int(c), "score": float(s),
+                            "bbox": [b[0], b[1], b[2] - b[0], b[3] - b[1]]})
+    gt = COCO()
+    gt.dataset = {"images": images, "annotations": annotations,
+                  "categories": [{"id": k, "name": n} for k, n in enumerate(classes)]}
+    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools chats on stdout
+        gt.createIndex()
+        if not results:
+            return 0.0, 0.0, dict.fromkeys(classes, 0.0)
+        dt = gt.loadRes(results)
+        ev = COCOeval(gt, dt, "bbox")
+        ev.params.maxDets = [1, 10, 300]  # scenes hold up to 10 objects; do not cap the candidates at 100
+        ev.evaluate()
+        ev.accumulate()
+    # read the accumulated table directly (summarize() hard-codes maxDets=100 for its AP line):
+    # precision[iou thr 0.50:0.05:0.95, recall pts, class, area range (0 = all), max dets (-1 = 300)]
+    precision = ev.eval["precision"]
+
+    def mean_valid(a: np.ndarray) -> float:
+        return float(a[a > -1].mean()) if np.any(a > -1) else 0.0
+
+    per_class = {}
+    for k, name in enumerate(classes):
+        per_class[name] = mean_valid(precision[:, :, k, 0, -1])
+    return mean_valid(precision[0, :, :, 0, -1]), mean_valid(precision[:, :, :, 0, -1]), per_class
+
+
+def evaluate(metadata_path: str = "", onnx_path: str = "", scenes: int = 500,
+             first_seed: int = EVAL_FIRST_SEED, width: int = 640, height: int = 480,
+             threads: int = 0, conf_threshold: float = 0.001, iou_threshold: float = 0.6) -> EvalResult:
+    """Run the pipeline (ONNX Runtime backend) on ``scenes`` scenes and score it."""
+    from dla_infer_node.backends.factory import BackendSettings, open_backend
+    from dla_infer_node.core.pipeline import Detector
+    from dla_infer_node.core.synth import generate_scene
+
+    if scenes < 1:
+        raise ParameterError("scenes", scenes, "an integer >= 1")
+    if first_seed < TRAIN_SEED_LIMIT:
+        raise ParameterError("first_seed", first_seed,
+                             f">= {TRAIN_SEED_LIMIT} (seeds below are training scenes)")
+    backend, meta = open_backend(BackendSettings(model_path=onnx_path, metadata_path=metadata_path,
+                                                 ort_threads=threads))
+    gts: list[tuple[np.ndarray, np.ndarray]] = []
+    dets: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    with Detector(backend, meta, conf_threshold, iou_threshold, max_detections=300) as detector:
+        for seed in range(first_seed, first_seed + scenes):
+            scene = generate_scene(seed, width, height)
+            d = detector.detect(scene.image, "rgb8")
+            gts.append((scene.boxes, scene.class_ids))
+            dets.append((d.boxes, d.scores, d.class_ids))
+    m50, m5095, per_class = coco_map(gts, dets, meta.classes)
+    return EvalResult(m50, m5095, per_class, scenes, sum(len(g[1]) for g in gts),
+                      (first_seed, first_seed + scenes))
+
+
+def write_accuracy(metadata_path: Path, result: EvalResult) -> None:
+    """Record the measured figures in the metadata's ``accuracy`` section (other keys untouched)."""
+    import yaml
+
+    doc = yaml.safe_load(metadata_path.read_text(encoding="utf-8"))
+    doc["accuracy"] = {"mAP50": round(result.map50, 4), "mAP50_95": round(result.map50_95, 4),
+                       "scenes": result.scenes, "objects": result.objects,
+                       "seeds": f"[{result.seeds[0]}, {result.seeds[1]})",
+                       "per_class_AP50_95": {k: round(v, 4) for k, v in result.per_class_ap50_95.items()},
+                       "measured_by": "python -m dla_infer_node.cli.evaluate (ONNX Runtime CPU, conf 0.001, "
+                                      "NMS IoU 0.6, 640x480 scenes)"}
+    metadata_path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="evaluate", description=__doc__.splitlines()[0])
+    p.add_argument("--model", metavar="META_YAML", default="", help="metadata YAML (default: shipped model)")
+    p.add_argument("--onnx", default="", help="ONNX file (default: the one the metadata names)")
+    p.add_argument("--scenes", type=int, default=500)
+    p.add_argument("--first-seed", type=int, default=EVAL_FIRST_SEED)
+    p.add_argument("--threads", type=int, default=0, help="ONNX Runtime threads (0: default)")
+    p.add_argument("--write-meta", action="store_true", help="store the result in the metadata YAML")
+    args = p.parse_args(argv)
+    try:
+        r = evaluate(args.model, args.onnx, args.scenes, args.first_seed, threads=args.threads)
+    except DlaInferError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"scenes={r.scenes} objects={r.objects} seeds=[{r.seeds[0]}, {r.seeds[1]})")
+    for name, ap in r.per_class_ap50_95.items():
+        print(f"  AP50_95 {name:<10} {ap:.4f}")
+    if args.write_meta:
+        from dla_infer_node.backends.factory import BackendSettings
+
+        meta_path = BackendSettings(model_path=args.onnx, metadata_path=args.model).resolved_metadata_path()
+        write_accuracy(Path(meta_path), r)
+    print(f"mAP50={r.map50:.4f} mAP50_95={r.map50_95:.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

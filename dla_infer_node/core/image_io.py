@@ -1,0 +1,183 @@
+"""Image message fields <-> ndarray, without ROS: zero-copy views, validation, compressed decode, overlays.
+
+The node hands the fields of a ``sensor_msgs/Image`` (or the bytes of a ``CompressedImage``) to these
+functions, so everything here is testable without rclpy. A raw image becomes an ``(H, W, C)`` uint8 *view*
+of the message buffer: rows are addressed through ``step``, so row padding costs no copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import cv2
+import numpy as np
+
+from dla_infer_node.core.errors import InputError
+
+if TYPE_CHECKING:
+    from dla_infer_node.core.detections import Detections
+
+# encoding -> channels; all are 8 bits per channel, so is_bigendian never changes the byte order
+ENCODINGS: dict[str, int] = {"rgb8": 3, "bgr8": 3, "rgba8": 4, "bgra8": 4, "mono8": 1}
+# encoding -> source channel index of (R, G, B); mono repeats its one channel
+RGB_INDEX: dict[str, tuple[int, int, int]] = {
+    "rgb8": (0, 1, 2), "bgr8": (2, 1, 0), "rgba8": (0, 1, 2), "bgra8": (2, 1, 0), "mono8": (0, 0, 0),
+}
+
+
+def channels_of(encoding: str, stage: str = "input") -> int:
+    """Channels of a supported encoding; anything else is an :class:`InputError`."""
+    try:
+        return ENCODINGS[encoding]
+    except (KeyError, TypeError):
+        raise InputError(f"unsupported encoding {encoding!r}; supported: {sorted(ENCODINGS)}",
+                         call="channels_of", params={"encoding": encoding}, stage=stage) from None
+
+
+def validate_image(image: Any, encoding: str, stage: str = "input") -> np.ndarray:
+    """Check an in-memory frame against its encoding; returns it as ``(H, W, C)`` (a view, never a copy).
+
+    Raises :class:`InputError` naming ``stage`` for a non-array, wrong dtype, zero size, or a channel
+    count that disagrees with the encoding. A 2-D array is accepted for ``mono8``.
+    """
+    c = channels_of(encoding, stage)
+    if not isinstance(image, np.ndarray):
+        raise InputError(f"image must be a numpy array, got {type(image).__name__}",
+                         call="validate_image", params={"encoding": encoding}, stage=stage)
+    params_shape = image.shape
+    if image.ndim == 2 and c == 1:
+        image = image[:, :, np.newaxis]
+    shape = image.shape
+    if image.dtype == np.uint8 and len(shape) == 3 and shape[0] and shape[1] and shape[2] == c:
+        return image  # the per-frame case: no error text is built
+    params = {"encoding": encoding, "shape": params_shape, "dtype": str(image.dtype)}
+    if image.dtype != np.uint8:
+        raise InputError("image dtype must be uint8", call="validate_image", params=params, stage=stage)
+    if len(shape) != 3:
+        raise InputError("image must be (H, W, C)", call="validate_image", params=params, stage=stage)
+    if shape[0] == 0 or shape[1] == 0:
+        raise InputError("image is empty (zero width or height)", call="validate_image",
+                         params=params, stage=stage)
+    raise InputError(f"encoding {encoding} needs {c} channel(s), image has {shape[2]}",
+                     call="validate_image", params=params, stage=stage)
+
+
+def _as_bytes_array(data: Any, stage: str) -> np.ndarray:
+    if isinstance(data, np.ndarray):
+        if data.dtype != np.uint8:
+            raise InputError(f"data must be uint8 bytes, got dtype {data.dtype}", call="image_from_fields",
+                             params={"dtype": str(data.dtype)}, stage=stage)
+        return data.reshape(-1)
+    try:
+        return np.frombuffer(data, dtype=np.uint8)  # zero-copy for bytes, memoryview, array('B')
+    except (TypeError, ValueError, BufferError):
+        try:  # e.g. a list of ints: this path copies, it is not the ROS hot path
+            return np.asarray(data, dtype=np.uint8).reshape(-1)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise InputError(f"data is not a byte buffer ({type(data).__name__})",
+                             call="image_from_fields", stage=stage) from exc
+
+
+def image_from_fields(
+    encoding: str,
+    height: int,
+    width: int,
+    step: int,
+    data: Any,
+    is_bigendian: int | bool = 0,
+    stage: str = "input",
+) -> np.ndarray:
+    """A ``sensor_msgs/Image``'s fields -> zero-copy ``(H, W, C)`` uint8 view honouring ``step``.
+
+    ``mono8`` gives ``(H, W, 1)``. ``is_bigendian`` is accepted for completeness: every supported
+    encoding has 1-byte channels, so it cannot change the result.
+    """
+    del is_bigendian  # 8-bit channels: byte order is irrelevant
+    c = channels_of(encoding, stage)
+    params = {"encoding": encoding, "height": height, "width": width, "step": step}
+    try:
+        h, w, s = int(height), int(width), int(step)
+    except (TypeError, ValueError) as exc:
+        raise InputError("height, width and step must be integers", call="image_from_fields",
+                         params=params, stage=stage) from exc
+    if h <= 0 or w <= 0:
+        raise InputError("image is empty (zero width or height)", call="image_from_fields",
+                         params=params, stage=stage)
+    if s < w * c:
+        raise InputError(f"step {s} < width*channels = {w * c}", call="image_from_fields",
+                         params=params, stage=stage)
+    buf = _as_bytes_array(data, stage)
+    if buf.size < s * h:
+        raise InputError(f"data holds {buf.size} bytes, step*height needs {s * h}",
+                         call="image_from_fields", params=params, stage=stage)
+    return np.ndarray((h, w, c), dtype=np.uint8, buffer=buf, offset=0, strides=(s, c, 1))
+
+
+def decode_compressed(data: Any, stage: str = "input") -> tuple[np.ndarray, str]:
+    """JPEG/PNG bytes (a ``CompressedImage``'s data) -> ``(H, W, 3)`` bgr8 array and ``"bgr8"``."""
+    buf = _as_bytes_array(data, stage)
+    if buf.size == 0:
+        raise InputError("compressed image has no data", call="cv2.imdecode", params={"bytes": 0},
+                         stage=stage)
+    try:
+        image = cv2.imdecode(buf, cv2.IMREAD_COLOR)
+    except cv2.error as exc:
+        raise InputError(f"cannot decode compressed image: {exc}", call="cv2.imdecode",
+                         params={"bytes": int(buf.size)}, stage=stage) from exc
+    if image is None or image.size == 0:
+        raise InputError("cannot decode compressed image (not JPEG/PNG or corrupt)", call="cv2.imdecode",
+                         params={"bytes": int(buf.size), "head": bytes(buf[:8]).hex()}, stage=stage)
+    return image, "bgr8"
+
+
+def to_bgr8(image: np.ndarray, encoding: str) -> np.ndarray:
+    """A contiguous bgr8 COPY of a frame in any supported encoding (for drawing and publishing)."""
+    img = validate_image(image, encoding, stage="overlay")
+    conv = {"rgb8": cv2.COLOR_RGB2BGR, "rgba8": cv2.COLOR_RGBA2BGR, "bgra8": cv2.COLOR_BGRA2BGR,
+            "mono8": cv2.COLOR_GRAY2BGR}
+    if encoding == "bgr8":
+        return np.array(img, dtype=np.uint8, order="C", copy=True)
+    src = img[:, :, 0] if encoding == "mono8" else img
+    return cv2.cvtColor(np.ascontiguousarray(src), conv[encoding])
+
+
+def class_colour(class_id: int) -> tuple[int, int, int]:
+    """A stable, well-separated BGR colour per class id (golden-ratio hue walk)."""
+    hue = int((class_id * 0.618033988749895 % 1.0) * 180)
+    hsv = np.array([[[hue, 220, 255]]], dtype=np.uint8)
+    b, g, r = cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR)[0, 0]
+    return int(b), int(g), int(r)
+
+
+def draw_detections(
+    image: np.ndarray,
+    encoding: str,
+    detections: Detections,
+    classes: Sequence[str],
+    thickness: int = 2,
+) -> np.ndarray:
+    """A bgr8 copy of ``image`` with one box and a ``label score`` tag per detection."""
+    canvas = to_bgr8(image, encoding)
+    h, w = canvas.shape[:2]
+    font_scale = max(0.4, min(w, h) / 1000.0)
+    for i in range(len(detections)):
+        x1, y1, x2, y2 = (round(float(v)) for v in detections.boxes[i])
+        colour = class_colour(int(detections.class_ids[i]))
+        cv2.rectangle(canvas, (x1, y1), (x2, y2), colour, thickness)
+        text = f"{detections.label(i, classes)} {float(detections.scores[i]):.2f}"
+        (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, font_scale, 1)
+        ty = y1 - 2 if y1 - th - base - 2 >= 0 else min(h - 1, y1 + th + 2)
+        cv2.rectangle(canvas, (x1, ty - th - base // 2), (x1 + tw, ty + base // 2), colour, -1)
+        cv2.putText(canvas, text, (x1, ty), cv2.FONT_HERSHEY_SIMPLEX, font_scale, (0, 0, 0), 1,
+                    cv2.LINE_AA)
+    return canvas
+
+
+def fields_from_bgr8(image: np.ndarray) -> dict[str, Any]:
+    """Message fields for publishing a bgr8 frame: encoding, height, width, step, is_bigendian, data."""
+    img = validate_image(image, "bgr8", stage="publish")
+    img = np.ascontiguousarray(img)
+    h, w = img.shape[:2]
+    return {"encoding": "bgr8", "height": h, "width": w, "step": w * 3, "is_bigendian": 0,
+            "data": img.tobytes()}

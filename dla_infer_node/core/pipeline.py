@@ -1,0 +1,84 @@
+"""The detector: backend (preprocess + inference) -> decoder + NMS -> boxes in source pixels.
+
+Thresholds are plain validated attributes so the node's parameter callback can change them between
+frames; a frame in flight reads each one once, so a change never splits a frame.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dla_infer_node.core.backend import Backend
+from dla_infer_node.core.decode import check_threshold, make_decoder
+from dla_infer_node.core.detections import Detections
+from dla_infer_node.core.errors import ParameterError
+from dla_infer_node.core.model_meta import ModelMetadata
+
+MAX_DETECTIONS_LIMIT = 10000
+
+
+def check_max_detections(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not (
+            1 <= int(value) <= MAX_DETECTIONS_LIMIT):
+        raise ParameterError("max_detections", value, f"an integer in [1, {MAX_DETECTIONS_LIMIT}]")
+    return int(value)
+
+
+class Detector:
+    """Owns a backend; ``detect(image, encoding)`` returns :class:`Detections` in source-image pixels."""
+
+    def __init__(self, backend: Backend, metadata: ModelMetadata, conf_threshold: float = 0.25,
+                 iou_threshold: float = 0.45, max_detections: int = 100) -> None:
+        self.backend = backend
+        self.metadata = metadata
+        self.classes = tuple(metadata.classes)
+        self._decoder = make_decoder(metadata)
+        self.conf_threshold = conf_threshold
+        self.iou_threshold = iou_threshold
+        self.max_detections = max_detections
+
+    # validated, live-changeable thresholds ------------------------------------------------------------
+    @property
+    def conf_threshold(self) -> float:
+        return self._conf
+
+    @conf_threshold.setter
+    def conf_threshold(self, value: float) -> None:
+        self._conf = check_threshold("confidence_threshold", value)
+
+    @property
+    def iou_threshold(self) -> float:
+        return self._iou
+
+    @iou_threshold.setter
+    def iou_threshold(self, value: float) -> None:
+        self._iou = check_threshold("nms_iou_threshold", value)
+
+    @property
+    def max_detections(self) -> int:
+        return self._max_det
+
+    @max_detections.setter
+    def max_detections(self, value: int) -> None:
+        self._max_det = check_max_detections(value)
+
+    # -------------------------------------------------------------------------------------------------
+    def detect(self, image: np.ndarray, encoding: str) -> Detections:
+        conf, iou, max_det = self._conf, self._iou, self._max_det  # one consistent set per frame
+        raw = self.backend.infer(image, encoding)
+        net = self._decoder(raw.tensors, conf, iou, max_det)
+        if len(net) == 0:
+            return net
+        boxes = raw.letterbox.to_source(net.boxes)
+        # boxes wholly inside the letterbox padding collapse to zero area once clipped: not objects
+        real = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
+        return Detections(boxes[real], net.scores[real], net.class_ids[real])
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self) -> Detector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

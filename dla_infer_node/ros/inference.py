@@ -1,0 +1,120 @@
+"""The node's inference side: serialized frame -> image view -> detections, on the latest-frame worker.
+
+The subscription callback only hands bytes to :meth:`FrameInference.submit`; everything after that runs on
+the worker thread. Frames that cannot be used are counted and skipped (never a crash); a DLA fault, after
+which CUDA documents the process as inconsistent, stops the worker and is kept in ``fatal_error`` for
+``main`` to exit non-zero.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from rclpy.impl.rcutils_logger import RcutilsLogger
+from rclpy.serialization import deserialize_message
+from std_msgs.msg import Header
+
+from dla_infer_node.core.detections import Detections
+from dla_infer_node.core.errors import BackendError, DlaInferError, InputError
+from dla_infer_node.core.pipeline import Detector
+from dla_infer_node.ros import ros_convert
+from dla_infer_node.ros.cdr_image import UnsupportedEncoding
+from dla_infer_node.ros.worker import LatestFrameWorker
+
+# what the worker hands to the publishing side for one answered frame
+Publish = Callable[[Detections, Header, np.ndarray, str], None]
+
+
+class FrameInference:
+    """Owns the worker thread and the detector; counts every frame's fate."""
+
+    def __init__(self, detector: Detector, msg_type: Any, compressed: bool, publish: Publish,
+                 logger: RcutilsLogger) -> None:
+        self.detector = detector
+        self.fatal_error: BaseException | None = None
+        self._msg_type = msg_type
+        self._compressed = compressed
+        self._publish = publish
+        self._logger = logger
+        self._lock = threading.Lock()
+        self._bad_input = 0
+        self._published = 0
+        self._detections = 0
+        self._latency_s: deque[float] = deque(maxlen=512)
+        self._worker: LatestFrameWorker[tuple[bytes, float]] = LatestFrameWorker(
+            self._process, on_error=self._on_worker_error, name="dla_infer_worker")
+
+    def start(self) -> None:
+        self._worker.start()
+
+    def submit(self, raw: bytes) -> None:
+        """Never blocks: the newest frame replaces one still waiting (counted as dropped)."""
+        self._worker.submit((raw, time.monotonic()))
+
+    def _frame(self, raw: bytes) -> tuple[np.ndarray, str, Header]:
+        try:
+            return ros_convert.frame_from_serialized(raw, self._compressed)
+        except UnsupportedEncoding:  # not plain CDR (another rmw's encoding): the general deserializer
+            try:
+                msg = deserialize_message(raw, self._msg_type)
+            except Exception as exc:  # rclpy raises plain exceptions for undecodable bytes
+                raise InputError(f"cannot deserialize: {exc}", call="rclpy.serialization.deserialize_message",
+                                 params={"bytes": len(raw)}, stage="input") from exc
+            frame, encoding = ros_convert.frame_from_msg(msg)
+            return frame, encoding, msg.header
+
+    def _process(self, item: tuple[bytes, float]) -> None:
+        raw, t_in = item
+        try:
+            frame, encoding, header = self._frame(raw)
+            dets = self.detector.detect(frame, encoding)
+        except InputError as exc:
+            with self._lock:
+                self._bad_input += 1
+                n = self._bad_input
+            self._logger.warning(f"dropped an unusable frame ({n} so far): {exc}", throttle_duration_sec=5.0)
+            return
+        self._publish(dets, header, frame, encoding)
+        with self._lock:
+            self._latency_s.append(time.monotonic() - t_in)
+            self._published += 1
+            self._detections += len(dets)
+
+    def _on_worker_error(self, exc: BaseException) -> bool:
+        if isinstance(exc, BackendError) and exc.stage == "execution":
+            # CUDA documents the process as inconsistent after a DLA fault: stop, exit non-zero, respawn
+            self._logger.fatal(f"accelerator fault, exiting: {exc}")
+            self.fatal_error = exc
+            return False
+        if isinstance(exc, DlaInferError):
+            self._logger.error(f"frame failed: {exc}", throttle_duration_sec=5.0)
+        else:  # a bug: keep serving, but show where it happened
+            self._logger.error("frame failed with an unexpected error:\n" + "".join(
+                traceback.format_exception(type(exc), exc, exc.__traceback__)), throttle_duration_sec=5.0)
+        return True
+
+    def counters(self) -> dict[str, Any]:
+        """Frame counters and node-internal latency (receive -> detections published)."""
+        s = self._worker.stats()
+        with self._lock:
+            lat = np.asarray(self._latency_s, dtype=np.float64) * 1e3
+            out: dict[str, Any] = {"frames_in": s.submitted, "frames_processed": self._published,
+                                   "frames_dropped": s.dropped, "frames_bad_input": self._bad_input,
+                                   "frames_failed": s.failed, "detections": self._detections}
+        out["latency_ms_p50"] = float(np.percentile(lat, 50)) if lat.size else 0.0
+        out["latency_ms_p95"] = float(np.percentile(lat, 95)) if lat.size else 0.0
+        return out
+
+    def close(self) -> bool:
+        """Stop the worker, then close the detector (and its backend). False if the worker did not stop
+        (the backend is then left to process exit: closing it under a running inference would be worse)."""
+        if not self._worker.stop(timeout=10.0):
+            return False
+        self.detector.close()
+        return True

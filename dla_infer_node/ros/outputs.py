@@ -1,0 +1,42 @@
+"""What the node publishes about each frame: detections, the latched label map, the debug overlay."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from rclpy.node import Node
+from sensor_msgs.msg import Image
+from std_msgs.msg import Header
+from vision_msgs.msg import Detection2DArray, LabelInfo
+
+from dla_infer_node.core.detections import Detections
+from dla_infer_node.core.image_io import draw_detections
+from dla_infer_node.ros import ros_convert
+from dla_infer_node.ros.qos import image_qos, latched_qos
+
+
+class DetectionOutputs:
+    """The output topics of one node (relative names, so a namespace moves them all)."""
+
+    def __init__(self, node: Node, classes: Sequence[str], class_id_mode: str, threshold: float,
+                 debug_enabled: bool) -> None:
+        self.classes = tuple(classes)
+        self.debug_enabled = debug_enabled
+        self.debug_images = 0
+        self._class_id_mode = class_id_mode
+        self._det_pub = node.create_publisher(Detection2DArray, "detections", 10)
+        self._label_pub = node.create_publisher(LabelInfo, "label_info", latched_qos())
+        # an overlay is a sensor-style stream: best effort, never holding the worker back
+        self._debug_pub = node.create_publisher(Image, "debug_image", image_qos("best_effort", 1))
+        header = Header()
+        header.stamp = node.get_clock().now().to_msg()
+        self._label_pub.publish(ros_convert.label_info(self.classes, threshold, header))
+
+    def publish(self, dets: Detections, header: Header, frame: np.ndarray, encoding: str) -> None:
+        """Detections always; the overlay only while enabled and somebody listens (it costs a draw)."""
+        self._det_pub.publish(ros_convert.detection_array(dets, header, self.classes, self._class_id_mode))
+        if self.debug_enabled and self._debug_pub.get_subscription_count() > 0:
+            canvas = draw_detections(frame, encoding, dets, self.classes)
+            self._debug_pub.publish(ros_convert.bgr8_image(canvas, header))
+            self.debug_images += 1  # only the worker thread writes it
