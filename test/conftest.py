@@ -26,7 +26,8 @@ def _domain_id() -> int:
 
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"  # Jazzy and later
 os.environ["ROS_LOCALHOST_ONLY"] = "1"                     # Humble (deprecated but honoured later)
-os.environ["ROS_DOMAIN_ID"] = str(_domain_id())
+# a domain the user chose is kept (their machine, their choice); otherwise each pytest process takes its own
+os.environ.setdefault("ROS_DOMAIN_ID", str(_domain_id()))
 _OWN_LOG_DIR = None if os.environ.get("ROS_LOG_DIR") else tempfile.mkdtemp(prefix="dla_infer_test_roslog_")
 if _OWN_LOG_DIR is not None:
     os.environ["ROS_LOG_DIR"] = _OWN_LOG_DIR
