@@ -2,9 +2,9 @@
 
     YOLO_OFFLINE=1 python tools/make_yolo_fixtures.py [--out-dir test/fixtures/yolo]
 
-Needs the dev-only model environment (requirements/models.txt: torch, ultralytics, onnx, onnxslim, onnxruntime),
-not the node's venv. No download happens: the models are built from the model YAMLs shipped inside the
-ultralytics wheel, with seeded random weights.
+Needs the dev-only model environment (requirements/models.txt: torch, ultralytics, onnx, onnxslim,
+onnxruntime), not the node's venv. No download happens: the models are built from the model YAMLs shipped
+inside the ultralytics wheel, with seeded random weights.
 
 Why: the decoder, the graph trimming tool and `lint` must be tested against graphs that ultralytics' own
 exporter writes (node names such as /model.22/cv2.0/cv2.0.2/Conv, DFL, the Concat/Sigmoid tail, the metadata
@@ -12,14 +12,20 @@ props `names`, `stride`, `imgsz`), not against hand-made look-alikes. Real check
 cannot be downloaded here, so each model is built with a deliberately narrow custom scale (the layer graph of
 the `n` model with fewer channels) and NC_CLASSES classes, which keeps every layer, the head structure and the
 strides 8/16/32 while shrinking the file to about 1 MB (YOLO11 about 3 MB: its C2PSA attention needs at least
-128 channels at P5, since num_heads = channels // 64 / 2).
+128 channels at P5: its num_heads is (channels / 2) // 64).
 
-Random weights alone give useless outputs: ultralytics initialises the class bias to about -10, so no score
-reaches 0.001, and the box logits barely vary, so every box has the same size. Before export the last 1x1
-convolution of every head branch is rescaled on a fixed calibration batch (a seeded noise image and a seeded
-smooth image): each output channel gets unit spread, the box (DFL) logits get a bias falling with the bin
-index (boxes of a few strides), and the class biases are set so that about CANDIDATES_PER_IMAGE of the 2100
-anchors score above 0.25. Decoder-equivalence tests then see tens to hundreds of varied candidates.
+Random weights alone give useless outputs: the activations shrink about fivefold per layer (P5 head features
+near 1e-11, zero in fp16), ultralytics initialises the class biases to log(5 / nc / (640 / stride)^2), about
+-7 to -10, so no score reaches 0.001, and the box branch outputs are all its bias (2.0), so every box has
+the same size. Before export, on a fixed calibration batch (a seeded uniform-noise image, a smooth one and
+one of flat rectangles): every BatchNorm gets one running variance so that its output has RMS
+ACTIVATION_RMS; the last 1x1 convolution of every box (cv2.i) and class (cv3.i) branch is rescaled to unit
+spread per output channel; the box (DFL) logits get a bias falling with the bin index (boxes of a few
+strides); the class logits get a seeded per-class offset plus one common bias, the mean over the calibration
+images of the bias that lets CANDIDATES_PER_IMAGE of that image's 2100 anchors score above 0.25. Random
+networks answer noise far more strongly than smooth images, so a uniform-noise image gives about 150-350
+candidates over 0.25 and smooth or synthetic scenes about 0-60: decoder-equivalence tests should feed noise.
+fp16 and fp32 scores agree within 0.01.
 
 Deterministic: seeded weights, calibration factors rounded before use, and the export timestamp in the
 metadata (`date`) replaced by a fixed one, so two runs write byte-identical files on the same machine.
@@ -35,6 +41,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 os.environ.setdefault("YOLO_OFFLINE", "1")  # before ultralytics is imported: never reach for the network
 
@@ -43,13 +50,17 @@ import onnx
 import torch
 from torch import nn
 
+if TYPE_CHECKING:
+    from ultralytics import YOLO  # imported at run time only after YOLO_OFFLINE is set
+
 REPO = Path(__file__).resolve().parents[1]
 OUT_DIR = REPO / "test" / "fixtures" / "yolo"
 IMGSZ = 320
 OPSET = 18  # what ultralytics picks by default with torch >= 2.4; pinned so onnx upgrades do not change it
 NC_CLASSES = 20  # 80 would not fit: the v8/v5u class branch is max(P3 channels, nc) wide, ~2.4 MB at nc=80
 SEED = 20261204
-CANDIDATES_PER_IMAGE = 50  # anchors (of 2100) whose best class score should pass 0.25 on a calibration image
+CANDIDATES_PER_IMAGE = 50  # per calibration image: anchors (of 2100) whose best class score passes 0.25
+ACTIVATION_RMS = 0.1  # BatchNorm outputs: small (SiLU near its linear part), far above fp16 underflow
 BOX_BIN_SLOPE = -0.3  # DFL bin k gets bias k * slope: expected distance ~3 bins, boxes ~6 strides wide
 FIXED_DATE = "2026-12-04T00:00:00+00:00"  # replaces the export time in the metadata
 # The first NC_CLASSES COCO names, so the metadata `names` dict looks like a real model's.
@@ -72,13 +83,14 @@ class Spec:
 
 SPECS = (
     Spec("yolov8n", "yolov8n.yaml", depth=0.33, width=0.0625, max_channels=256),  # P3/P4/P5 16 channels
-    Spec("yolo11n", "yolo11n.yaml", depth=0.50, width=0.125, max_channels=1024),  # P3/P4/P5 32/64/128 (C2PSA needs 128)
+    # P3/P4/P5 32/64/128: C2PSA needs 128 at P5
+    Spec("yolo11n", "yolo11n.yaml", depth=0.50, width=0.125, max_channels=1024),
     # ultralytics reads yolov5nu.yaml as yolov5n.yaml; either way it is the anchor-free YOLOv5u (Detect head)
     Spec("yolov5nu", "yolov5n.yaml", depth=0.33, width=0.0625, max_channels=256),  # P3/P4/P5 16
 )
 
 
-def build(spec: Spec, workdir: Path):  # -> ultralytics.YOLO (imported lazily, after YOLO_OFFLINE is set)
+def build(spec: Spec, workdir: Path) -> YOLO:
     """Build the seeded, randomly initialised model from a copy of its YAML that carries the custom scale."""
     from ultralytics import YOLO
     from ultralytics.nn.tasks import yaml_model_load
@@ -124,8 +136,31 @@ def _round_to(x: torch.Tensor, step: float = 1 / 256) -> torch.Tensor:
 
 
 @torch.no_grad()
-def calibrate_head(model: nn.Module) -> None:
-    """Rescale the last convolution of each box (cv2.i) and class (cv3.i) branch, as the module docstring says."""
+def calibrate_batchnorm(model: nn.Module, batch: torch.Tensor) -> None:
+    """Scale every BatchNorm so that its output has root-mean-square ACTIVATION_RMS on `batch`.
+
+    Freshly initialised BatchNorms (mean 0, variance 1) let the activations shrink about fivefold per layer:
+    the P5 head features end near 1e-11, which fp16 (TensorRT, DLA) flushes to zero. One variance per layer
+    (running_var filled with one value, running_mean left at 0) only rescales each layer, keeping the random
+    network's near-linear, smooth behaviour. (Per-channel statistics at unit scale were tried: the network
+    turns chaotic, fp16 and fp32 scores differ by up to 0.9 and similar noise images give 10 or 2000
+    candidates.) Each BatchNorm is set just before it runs in one eval-mode pass, so it sees its final input.
+    """
+
+    def set_stats(bn: nn.Module, args: tuple[torch.Tensor, ...]) -> None:
+        var = args[0].pow(2).mean() / ACTIVATION_RMS**2
+        bn.running_var.fill_(float(_round_sig(var, 4)))
+
+    hooks = [m.register_forward_pre_hook(set_stats) for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
+    model.eval()
+    model(batch)
+    for h in hooks:
+        h.remove()
+
+
+@torch.no_grad()
+def calibrate_head(model: nn.Module, batch: torch.Tensor) -> None:
+    """Rescale the last convolution of each box (cv2.i) and class (cv3.i) branch (see module docstring)."""
     head = model.model[-1]  # ultralytics Detect
     nl, nc, reg_max = head.nl, head.nc, head.reg_max
     convs: list[nn.Conv2d] = [head.cv2[i][-1] for i in range(nl)] + [head.cv3[i][-1] for i in range(nl)]
@@ -135,7 +170,7 @@ def calibrate_head(model: nn.Module) -> None:
         for k, c in enumerate(convs)
     ]
     model.eval()
-    model(calibration_batch())
+    model(batch)
     for h in hooks:
         h.remove()
 
@@ -170,7 +205,9 @@ def export(spec: Spec, out_dir: Path) -> Path:
     """Build, calibrate and export one model with ultralytics' exporter; return the fixture's path."""
     with tempfile.TemporaryDirectory(prefix="yolo_fixture_") as tmp:
         yolo = build(spec, Path(tmp))
-        calibrate_head(yolo.model)
+        batch = calibration_batch()
+        calibrate_batchnorm(yolo.model, batch)
+        calibrate_head(yolo.model, batch)
         cwd = Path.cwd()
         os.chdir(tmp)  # the exporter writes <yaml stem>.onnx into the working directory
         try:
