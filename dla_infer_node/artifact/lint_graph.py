@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dla_infer_node.artifact import dla_rules
-from dla_infer_node.artifact.dla_rules import NodeFacts, Shape
+from dla_infer_node.artifact.dla_limits import NodeFacts, Shape
 from dla_infer_node.core.errors import ModelError
 
 if TYPE_CHECKING:
@@ -47,7 +47,6 @@ def load(path: str | Path) -> onnx.ModelProto:
     """The model with inferred shapes; ModelError (one line) when the file is missing or not ONNX."""
     try:
         import onnx
-        from onnx import shape_inference
     except ImportError as exc:  # the lint is a build tool: onnx is a development dependency
         raise ModelError("the onnx package is not installed", call="lint", hint="pip install onnx") from exc
     file = Path(path)
@@ -128,11 +127,11 @@ def _evaluate(node: onnx.NodeProto, values: list[np.ndarray], opset: int) -> lis
     try:
         inputs = [numpy_helper.from_array(v, f"in{i}") for i, v in enumerate(values)]
         names = [f"in{i}" if name else "" for i, name in enumerate(node.input)]
-        graph = helper.make_graph(
-            [helper.make_node(node.op_type, names, [f"out{i}" for i in range(len(node.output))],
-                              domain=node.domain, **{a.name: helper.get_attribute_value(a) for a in node.attribute})],
-            "fold", [], [helper.make_empty_tensor_value_info(f"out{i}") for i in range(len(node.output))],
-            initializer=inputs)
+        outs = [f"out{i}" for i in range(len(node.output))]
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        graph = helper.make_graph([helper.make_node(node.op_type, names, outs, domain=node.domain, **attrs)],
+                                  "fold", [], [helper.make_empty_tensor_value_info(o) for o in outs],
+                                  initializer=inputs)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
         return [np.asarray(v) for v in ReferenceEvaluator(model).run(None, {})]
     except Exception:
@@ -168,7 +167,7 @@ def analyse(model: onnx.ModelProto, opset: int) -> list[Row]:
         const = [i in values for i in node.input]
         in_shapes = [shapes.get(i) for i in node.input]
         out_shapes = [shapes.get(o) for o in node.output]
-        static_in = bool(in_shapes) and all(s is not None and None not in s for s in in_shapes if s is not None)
+        static_in = bool(in_shapes) and all(None not in s for s in in_shapes if s is not None)
         if op == "Constant":
             values[node.output[0]] = numpy_helper.to_array(attrs["value"]) if "value" in attrs else None
             rows.append(Row(name, op, FOLDED, "a build-time constant"))
