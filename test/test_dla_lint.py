@@ -1,47 +1,17 @@
-"""``dla_build lint``: each documented DLA rule on hand-built graphs (one passing, one failing case), the
-input checks, the shipped model, the CLI's exit codes and JSON, and the ultralytics exports when present."""
+"""``dla_build lint`` rules: each documented DLA limit on hand-built graphs, one passing and one failing
+case, plus the input checks (dynamic/batch/size/type/opset). The CLI is in ``test_dla_lint_cli``."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from _lint_graphs import build, const, rows_of, yolov8_like_head
+from onnx import TensorProto, helper
 
 from dla_infer_node.artifact.lint_graph import lint
-
-REPO = Path(__file__).resolve().parents[1]
-SHIPPED = REPO / "models" / "shapes_yolo.onnx"
-YOLO_FIXTURES = REPO / "test" / "fixtures" / "yolo"
-F = TensorProto.FLOAT
-
-
-def const(name: str, value: Any, dtype: Any = np.float32) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
-
-
-def build(tmp_path: Path, nodes: list[onnx.NodeProto], in_shape: list[Any], *, inits: tuple = (),
-          opset: int = 13, elem: int = F, extra_inputs: tuple = ()) -> Path:
-    """A one-input graph whose output is the last node's first output; returns the saved file."""
-    graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", elem, in_shape), *extra_inputs],
-        [helper.make_empty_tensor_value_info(nodes[-1].output[0])], initializer=list(inits))
-    domains = {n.domain for n in nodes if n.domain} - {"ai.onnx"}
-    opsets = [helper.make_opsetid("", opset), *(helper.make_opsetid(d, 1) for d in sorted(domains))]
-    model = helper.make_model(graph, opset_imports=opsets)
-    path = tmp_path / "m.onnx"
-    onnx.save(model, str(path))
-    return path
-
-
-def rows_of(path: Path, batch: int | None = None) -> dict[str, dict[str, str]]:
-    return {r["name"]: r for r in lint(path, batch)["rows"]}
 
 
 def conv(tmp_path: Path, cin: int = 4, cout: int = 8, k: int = 3, hw: int = 16, **attrs: Any) -> dict:
@@ -255,32 +225,6 @@ def test_non_batch_dimension_limit_on_layers(tmp_path: Path) -> None:
     assert ok["verdict"] == "dla" and big["verdict"] == "gpu-fallback" and "8400 > 8192" in big["reason"]
 
 
-def yolov8_like_head(tmp_path: Path) -> Path:
-    """The tail of an ultralytics v8 head for one level at 320 (40x40), as its exporter writes it."""
-    nc, reg, a = 4, 16, 1600
-    n = helper.make_node
-    nodes = [
-        n("Conv", ["x", "wb"], ["box"], name="/model.22/cv2.0/Conv", kernel_shape=[1, 1]),
-        n("Conv", ["x", "wc"], ["cls"], name="/model.22/cv3.0/Conv", kernel_shape=[1, 1]),
-        n("Concat", ["box", "cls"], ["lvl"], name="/model.22/Concat", axis=1),
-        n("Reshape", ["lvl", "s3"], ["flat"], name="/model.22/Reshape"),
-        n("Split", ["flat", "split"], ["b", "c"], name="/model.22/Split", axis=1),
-        n("Reshape", ["b", "s4"], ["b4"], name="/model.22/dfl/Reshape"),
-        n("Transpose", ["b4"], ["bt"], name="/model.22/dfl/Transpose", perm=[0, 2, 1, 3]),
-        n("Softmax", ["bt"], ["bs"], name="/model.22/dfl/Softmax", axis=1),
-        n("Conv", ["bs", "wd"], ["bd"], name="/model.22/dfl/conv/Conv", kernel_shape=[1, 1]),
-        n("Reshape", ["bd", "s5"], ["dist"], name="/model.22/dfl/Reshape_1"),
-        n("Mul", ["dist", "stride"], ["scaled"], name="/model.22/Mul_2"),
-        n("Sigmoid", ["c"], ["score"], name="/model.22/Sigmoid"),
-        n("Concat", ["scaled", "score"], ["out"], name="/model.22/Concat_5", axis=1),
-    ]
-    inits = (const("wb", np.zeros((4 * reg, 8, 1, 1))), const("wc", np.zeros((nc, 8, 1, 1))),
-             const("s3", [1, 4 * reg + nc, a], np.int64), const("split", [4 * reg, nc], np.int64),
-             const("s4", [1, 4, reg, a], np.int64), const("wd", np.zeros((1, reg, 1, 1))),
-             const("s5", [1, 4, a], np.int64), const("stride", np.full((1, a), 8.0)))
-    return build(tmp_path, nodes, [1, 8, 40, 40], inits=inits)
-
-
 def test_yolov8_like_head_names_the_head_nodes(tmp_path: Path) -> None:
     report = lint(yolov8_like_head(tmp_path))
     assert not report["standalone_ok"]
@@ -289,53 +233,3 @@ def test_yolov8_like_head_names_the_head_nodes(tmp_path: Path) -> None:
         assert name in report["offending"], name
     for name in ("/model.22/cv2.0/Conv", "/model.22/cv3.0/Conv", "/model.22/Concat"):
         assert name not in report["offending"], name  # the per-level convolutions trim keeps run on DLA
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dla_infer_node.artifact.build_cli", "lint", *args],
-                          capture_output=True, text=True, timeout=120, cwd=REPO)
-
-
-def test_cli_shipped_model_is_clean() -> None:
-    done = run_cli(str(SHIPPED))
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "--buildDLAStandalone: can build" in done.stdout.splitlines()[-1]
-    report = json.loads(run_cli(str(SHIPPED), "--json").stdout)
-    assert report["standalone_ok"] and report["counts"]["gpu-fallback"] == 0
-    assert {r["verdict"] for r in report["rows"]} <= {"ok", "dla", "folded"}
-
-
-def test_cli_names_offending_nodes_and_exits_1(tmp_path: Path) -> None:
-    done = run_cli(str(yolov8_like_head(tmp_path)))
-    assert done.returncode == 1
-    assert "cannot build; offending:" in done.stdout and "/model.22/Sigmoid" in done.stdout
-    report = json.loads(run_cli(str(tmp_path / "m.onnx"), "--json").stdout)
-    assert "/model.22/Concat_5" in report["offending"]
-
-
-@pytest.mark.parametrize("make", ["missing", "not_onnx"])
-def test_cli_bad_input_is_one_line_exit_2(tmp_path: Path, make: str) -> None:
-    path = tmp_path / "x.onnx"
-    if make == "not_onnx":
-        path.write_text("this is not a protobuf\n" * 3)
-    done = run_cli(str(path))
-    assert done.returncode == 2 and done.stdout == ""
-    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
-    assert done.stderr.startswith("dla_build lint: [model]") and str(path) in done.stderr
-    bad_batch = run_cli(str(SHIPPED), "--batch", "0")
-    assert bad_batch.returncode == 2 and "--batch" in bad_batch.stderr
-
-
-@pytest.mark.parametrize("name", ["yolov8n_320.onnx", "yolo11n_320.onnx", "yolov5nu_320.onnx"])
-def test_untrimmed_ultralytics_export_names_head_nodes(name: str) -> None:
-    path = YOLO_FIXTURES / name
-    if not path.is_file():
-        pytest.skip(f"{path} absent: ultralytics exports are made by the fixture script of issue 22")
-    done = run_cli(str(path))
-    assert done.returncode == 1, done.stdout[-2000:] + done.stderr
-    report = json.loads(run_cli(str(path), "--json").stdout)
-    # all three exports carry the v8 Detect head: its DFL (Reshape -> Softmax -> Conv) and the decode after
-    assert any("/dfl/" in n for n in report["offending"]), report["offending"]
-    assert any(n.split("/")[-1].startswith(("Concat", "Sigmoid", "Mul", "Div", "Sub", "Add"))
-               for n in report["offending"]), report["offending"]
-    assert "cannot build; offending:" in done.stdout
