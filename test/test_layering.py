@@ -72,9 +72,9 @@ def test_room_imports_only_downstream(room: str) -> None:
     for path in modules_of(room):
         for line, name in imported_modules(path):
             parts = name.split(".")
-            if parts[0] == "dla_infer_node" and len(parts) > 1 and parts[1] in ROOMS:
-                if parts[1] != room and parts[1] not in ALLOWED[room]:
-                    bad.append(f"{path.relative_to(PKG.parent)}:{line} imports {name}")
+            inside = parts[0] == "dla_infer_node" and len(parts) > 1 and parts[1] in ROOMS
+            if inside and parts[1] != room and parts[1] not in ALLOWED[room]:
+                bad.append(f"{path.relative_to(PKG.parent)}:{line} imports {name}")
             if parts[0] in FORBIDDEN.get(room, ()):
                 bad.append(f"{path.relative_to(PKG.parent)}:{line} imports {name}")
     assert bad == [], "layering broken:\n" + "\n".join(bad)
@@ -99,6 +99,7 @@ def test_core_artifact_backends_import_without_ros_or_cuda() -> None:
             f"for m in {mods!r}: importlib.import_module(m)\n"
             f"bad = sorted(k for k in sys.modules if k.split('.')[0] in {ROS_MODULES + CUDA_MODULES!r})\n"
             "print(repr(bad))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
     assert len(mods) > 20
