@@ -37,6 +37,7 @@ from typing import Any
 
 from dla_infer_node.core.errors import ModelError
 from dla_infer_node.core.model_meta import ModelMetadata, load_metadata, parse_metadata
+from dla_infer_node.core.output_shapes import check_output_shapes
 
 ARTIFACT_VERSION = 1
 MAX_LOADABLE_BYTES = 512 * 1024 * 1024  # a YOLO-sized loadable is tens of MiB; more means a wrong file
@@ -269,6 +270,7 @@ def check_against_metadata(inputs: Sequence[TensorFacts], outputs: Sequence[Tens
         if tuple(o.shape) != tuple(meta_out[o.name]):
             raise _err(path, f"tensors.outputs[{o.name}].shape",
                        f"{list(o.shape)} but the model says {list(meta_out[o.name])}")
+    check_output_shapes(metadata)  # the class list must fit these shapes (one line, at startup)
 
 
 def _as4(shape: Sequence[int]) -> tuple[int, ...]:

@@ -106,7 +106,8 @@ class FrameInference:
             lat = np.asarray(self._latency_s, dtype=np.float64) * 1e3
             out: dict[str, Any] = {"frames_in": s.submitted, "frames_processed": self._published,
                                    "frames_dropped": s.dropped, "frames_bad_input": self._bad_input,
-                                   "frames_failed": s.failed, "detections": self._detections}
+                                   "frames_failed": s.failed, "detections": self._detections,
+                                   "candidates_nonfinite": self.detector.nonfinite_dropped}
         out["latency_ms_p50"] = float(np.percentile(lat, 50)) if lat.size else 0.0
         out["latency_ms_p95"] = float(np.percentile(lat, 95)) if lat.size else 0.0
         return out
