@@ -19,8 +19,8 @@ from _node_helpers import ros_value, write_oracle_model
 
 pytest.importorskip("rclpy", reason="rclpy not importable: run the node tests in the project .venv")
 
-from dla_infer_node.ros import node as node_module  # noqa: E402
-from dla_infer_node.ros.params import PARAMETERS  # noqa: E402
+from dla_infer_node.ros import node as node_module
+from dla_infer_node.ros.params import PARAMETERS
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"dir": d, "model": model, "meta": meta, "fifo": fifo, "loadable": loadable, "labels": labels}
 
 
-def _run(capfd: pytest.CaptureFixture[str], params: dict[str, Any], extra: tuple[str, ...] = ()) -> tuple[int, str]:
+def _run(capfd: pytest.CaptureFixture[str], params: dict[str, Any],
+         extra: tuple[str, ...] = ()) -> tuple[int, str]:
     argv = ["dla_infer_node", *extra, "--ros-args"]
     for k, v in params.items():
         argv += ["-p", f"{k}:={ros_value(v)}"]

@@ -14,7 +14,13 @@ of ``"ok" | "warn" | "error"``. The rules (from the counters' change over the pe
   reports it once through the incompatible-QoS event; the level then follows the graph, so it clears
   when that publisher goes.
 
-"No frames while a publisher is matched" (a stalled stream) is another source (input monitoring).
+"No frames while a publisher is matched" (a stalled stream) is another source (input monitoring). One known
+cause, measured with the default Fast DDS (rmw_fastrtps_cpp, Kilted wheels): a publisher that publishes a
+zero-length serialized sample on a RELIABLE topic. Across processes that sample never reaches the reader;
+with BEST_EFFORT only it is lost (the stream goes on), with RELIABLE every later sample stays undelivered
+(the reader waits for the missing sequence number; in-order delivery holds the rest back) while the
+publisher stays matched. Within one process (no wire) it is delivered. It is the publisher's and the
+middleware's fault; the node cannot see the sample, so only the stall detector can report it.
 """
 
 from __future__ import annotations
