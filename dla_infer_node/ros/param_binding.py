@@ -79,7 +79,8 @@ def declare_parameters(node: Node, *, check_files: bool,
                     values[p.name] = validate_value(p.name, p.value)
                 except ParameterError as exc:
                     given = p.type_.name.lower() if p.type_ is not None else "unknown"
-                    return SetParametersResult(successful=False, reason=f"{exc} (given a value of type {given})")
+                    reason = f"{exc} (given a value of type {given})"
+                    return SetParametersResult(successful=False, reason=reason)
         on_change(values)
         return SetParametersResult(successful=True)
 
