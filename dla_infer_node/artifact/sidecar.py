@@ -26,20 +26,22 @@ is what the node logs as "artifact", separately from its runtime parameters.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# the loadable's file checks live in loadable_file; re-exported here, where callers have always found them
+from dla_infer_node.artifact.loadable_file import MAX_LOADABLE_BYTES as MAX_LOADABLE_BYTES
+from dla_infer_node.artifact.loadable_file import check_loadable_file as check_loadable_file
+from dla_infer_node.artifact.loadable_file import read_loadable as read_loadable
 from dla_infer_node.core.errors import ModelError
 from dla_infer_node.core.model_meta import ModelMetadata, load_metadata, parse_metadata
+from dla_infer_node.core.output_shapes import check_output_shapes
+from dla_infer_node.core.yaml_file import read_yaml
 
 ARTIFACT_VERSION = 1
-MAX_LOADABLE_BYTES = 512 * 1024 * 1024  # a YOLO-sized loadable is tens of MiB; more means a wrong file
 FORMATS = ("linear", "hwc4", "chw16", "chw32")
 DTYPES = ("fp16", "int8")
 # trtexec --inputIOFormats / --outputIOFormats spellings -> tensor_format names
@@ -100,42 +102,10 @@ def _err(path: Path, key: str, detail: str) -> ModelError:
     return ModelError(f"{key}: {detail}", call="load_artifact", params={"path": str(path), "key": key})
 
 
-def check_loadable_file(path: str | Path, max_bytes: int = MAX_LOADABLE_BYTES) -> Path:
-    """Exists, is a regular file (not a directory, FIFO or device), non-empty, below the size cap."""
-    p = Path(path)
-    params = {"path": str(p)}
-    try:
-        st = os.stat(p)
-    except OSError as exc:
-        raise ModelError(f"loadable not found or not accessible: {exc.strerror}", call="check_loadable_file",
-                         params=params) from exc
-    if not stat.S_ISREG(st.st_mode):
-        raise ModelError("loadable is not a regular file", call="check_loadable_file", params=params)
-    if st.st_size == 0:
-        raise ModelError("loadable is empty", call="check_loadable_file", params=params)
-    if st.st_size > max_bytes:
-        raise ModelError(f"loadable is {st.st_size} bytes, above the {max_bytes}-byte cap",
-                         call="check_loadable_file", params=params,
-                         hint="is this the right file? raise the cap only for a genuinely large network")
-    if not os.access(p, os.R_OK):
-        raise ModelError("loadable is not readable", call="check_loadable_file", params=params)
-    return p
-
-
-def read_loadable(artifact: Artifact, max_bytes: int = MAX_LOADABLE_BYTES) -> bytes:
-    """The loadable's bytes, after the file checks and (when the sidecar has one) the sha256 check."""
-    p = check_loadable_file(artifact.loadable_path, max_bytes)
-    data = p.read_bytes()
-    if len(data) > max_bytes:  # the file grew between stat and read
-        raise ModelError("loadable changed while reading", call="read_loadable", params={"path": str(p)})
-    if artifact.loadable_sha256:
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != artifact.loadable_sha256.lower():
-            raise ModelError(f"sha256 {digest} != {artifact.loadable_sha256} in the sidecar",
-                             call="read_loadable",
-                             params={"path": str(p), "sidecar": str(artifact.sidecar_path)},
-                             hint="the loadable was rebuilt or replaced: rebuild the sidecar with it")
-    return data
+def _typed(ok: bool, path: Path, key: str, value: Any, allowed: str) -> None:
+    """One-line error naming file, key, value and what is allowed, when ``ok`` is false."""
+    if not ok:
+        raise _err(path, key, f"{value!r} is invalid: allowed {allowed}")
 
 
 def _tensor(doc: Any, key: str, path: Path, allowed_formats: Sequence[str]) -> TensorFacts:
@@ -144,17 +114,19 @@ def _tensor(doc: Any, key: str, path: Path, allowed_formats: Sequence[str]) -> T
     for k in ("name", "format", "dtype", "shape"):
         if k not in doc:
             raise _err(path, f"{key}.{k}", "missing")
-    fmt, dtype = str(doc["format"]), str(doc["dtype"])
+    _typed(isinstance(doc["name"], str) and bool(doc["name"]), path, f"{key}.name", doc["name"],
+           "a non-empty string")
+    fmt, dtype = doc["format"], doc["dtype"]
     if fmt not in allowed_formats:
         raise _err(path, f"{key}.format", f"{fmt!r} not in {tuple(allowed_formats)}")
     if dtype not in DTYPES:
         raise _err(path, f"{key}.dtype", f"{dtype!r} not in {DTYPES}")
     if (fmt, dtype) in (("chw16", "int8"), ("chw32", "fp16")):
         raise _err(path, f"{key}.format", f"{fmt} cannot hold {dtype} (chw16 is fp16, chw32 is int8)")
-    try:
-        shape = tuple(int(v) for v in doc["shape"])
-    except (TypeError, ValueError) as exc:
-        raise _err(path, f"{key}.shape", f"must be a list of integers, got {doc['shape']!r}") from exc
+    dims = doc["shape"]
+    _typed(isinstance(dims, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in dims),
+           path, f"{key}.shape", dims, "a list of integers")
+    shape = tuple(dims)
     if not 1 <= len(shape) <= 4 or min(shape) < 1:
         raise _err(path, f"{key}.shape", f"{shape} must have 1..4 positive dims")
     scale = doc.get("scale")
@@ -162,10 +134,9 @@ def _tensor(doc: Any, key: str, path: Path, allowed_formats: Sequence[str]) -> T
         if scale is None:
             raise _err(path, f"{key}.scale", "missing: an int8 tensor needs its calibration scale "
                                              "(from the calibration cache), it cannot be guessed")
-        try:
-            scale = float(scale)
-        except (TypeError, ValueError) as exc:
-            raise _err(path, f"{key}.scale", f"not a number: {scale!r}") from exc
+        _typed(isinstance(scale, (int, float)) and not isinstance(scale, bool), path, f"{key}.scale", scale,
+               "a positive number")
+        scale = float(scale)
         if not (scale > 0 and scale < float("inf")):
             raise _err(path, f"{key}.scale", f"must be positive and finite, got {scale}")
     else:
@@ -182,6 +153,7 @@ def _check_build(build: Mapping[str, Any], inputs: Sequence[TensorFacts], output
     cmd = build.get("command")
     if not cmd:
         return  # not recorded: nothing to cross-check (the descriptors still are)
+    _typed(isinstance(cmd, (str, list)), path, "build.command", cmd, "a string or a list of strings")
     cmd = " ".join(str(c) for c in cmd) if isinstance(cmd, (list, tuple)) else str(cmd)
     if "--buildDLAStandalone" not in cmd:
         raise _err(path, "build.command", "lacks --buildDLAStandalone: without it trtexec writes a TensorRT "
@@ -211,9 +183,11 @@ def parse_artifact(doc: Any, sidecar: Path, loadable: str | Path | None = None) 
     if version != ARTIFACT_VERSION:
         raise _err(sidecar, "artifact_version",
                    f"{version!r} unsupported (this package reads {ARTIFACT_VERSION})")
-    tens = doc.get("tensors")
-    if not isinstance(tens, Mapping) or not tens.get("inputs") or not tens.get("outputs"):
-        raise _err(sidecar, "tensors", "needs non-empty 'inputs' and 'outputs' lists")
+    tens: Any = doc.get("tensors")
+    _typed(isinstance(tens, Mapping), sidecar, "tensors", tens, "a mapping with 'inputs' and 'outputs'")
+    for side in ("inputs", "outputs"):
+        _typed(isinstance(tens.get(side), list) and bool(tens[side]), sidecar, f"tensors.{side}",
+               tens.get(side), "a non-empty list of tensor mappings")
     inputs = tuple(_tensor(t, f"tensors.inputs[{i}]", sidecar, INPUT_FORMATS)
                    for i, t in enumerate(tens["inputs"]))
     outputs = tuple(_tensor(t, f"tensors.outputs[{i}]", sidecar, OUTPUT_FORMATS)
@@ -224,10 +198,16 @@ def parse_artifact(doc: Any, sidecar: Path, loadable: str | Path | None = None) 
     if not isinstance(build, Mapping):
         raise _err(sidecar, "build", "must be a mapping")
     _check_build(build, inputs, outputs, sidecar)
+    for key in ("loadable", "metadata"):
+        _typed(key not in doc or (isinstance(doc[key], str) and bool(doc[key])), sidecar, key, doc.get(key),
+               "a path (a non-empty string)")
+    _typed(isinstance(doc.get("emulated", False), bool), sidecar, "emulated", doc.get("emulated"),
+           "true or false")
     if "model" in doc:
+        _typed(isinstance(doc["model"], Mapping), sidecar, "model", doc["model"], "a mapping (the metadata)")
         metadata = parse_metadata(doc["model"], sidecar)
     elif "metadata" in doc:
-        meta_path = Path(str(doc["metadata"]))
+        meta_path = Path(doc["metadata"])
         metadata = load_metadata(meta_path if meta_path.is_absolute() else sidecar.parent / meta_path)
     else:
         raise _err(sidecar, "model",
@@ -269,6 +249,7 @@ def check_against_metadata(inputs: Sequence[TensorFacts], outputs: Sequence[Tens
         if tuple(o.shape) != tuple(meta_out[o.name]):
             raise _err(path, f"tensors.outputs[{o.name}].shape",
                        f"{list(o.shape)} but the model says {list(meta_out[o.name])}")
+    check_output_shapes(metadata)  # the class list must fit these shapes (one line, at startup)
 
 
 def _as4(shape: Sequence[int]) -> tuple[int, ...]:
@@ -278,16 +259,14 @@ def _as4(shape: Sequence[int]) -> tuple[int, ...]:
 
 def load_artifact(sidecar: str | Path, loadable: str | Path | None = None) -> Artifact:
     """Read and validate a sidecar file; problems are :class:`ModelError` naming file and key."""
-    import yaml
-
     p = Path(sidecar)
     if not p.is_file():
         raise ModelError("artifact sidecar not found", call="load_artifact", params={"path": str(p)},
                          hint="the sidecar (<loadable>.yaml) records int8 scales and io formats; "
                               "write it when building the loadable")
     try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        doc = read_yaml(p)
+    except ValueError as exc:
         raise ModelError(f"cannot read sidecar: {exc}", call="load_artifact",
                          params={"path": str(p)}) from exc
     return parse_artifact(doc, p, loadable)

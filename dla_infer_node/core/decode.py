@@ -24,6 +24,7 @@ import numpy as np
 from dla_infer_node.core.detections import Detections
 from dla_infer_node.core.errors import ModelError, ParameterError
 from dla_infer_node.core.model_meta import ModelMetadata
+from dla_infer_node.core.output_shapes import check_output_shapes
 
 # Candidates beyond this many (highest scores first) never reach NMS; bounds worst-case latency.
 MAX_NMS_CANDIDATES = 30000
@@ -80,7 +81,10 @@ def nms(boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_thresh
     """Greedy class-aware NMS; returns kept indices, highest score first.
 
     A box is suppressed by a higher-scoring box of the same class when their IoU is > ``iou_threshold``.
-    Classes are separated by shifting each class's boxes by ``class_id * span`` so one pass serves all.
+    Each class is suppressed on its own (its boxes only), so no box value can make two classes interact:
+    a coordinate offset per class (the usual trick) rounds boxes together in float32 once coordinates
+    are large, and one NaN/Inf in the frame would disable it. Boxes and scores must be finite
+    (:func:`finite_candidates`); the per-class results are merged by score.
 
     Exactly the classic greedy result, computed in blocks to keep numpy calls few: the next
     ``NMS_BLOCK`` unsuppressed boxes (in score order) are compared with all remaining ones at once; the
@@ -93,12 +97,26 @@ def nms(boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_thresh
     order = np.argsort(-scores, kind="stable")
     if m > MAX_NMS_CANDIDATES:
         order = order[:MAX_NMS_CANDIDATES]
-    b = boxes[order].astype(np.float32, copy=True)
-    b += (class_ids[order].astype(np.float32) * np.float32(float(b.max()) - float(b.min()) + 1.0))[:, None]
+    ids = class_ids[order]
+    if ids.size and ids.min() == ids.max():  # one class (the common case): no grouping needed
+        return order[_nms_sorted(boxes[order], iou_threshold, max_detections)]
+    # group by class keeping score order inside each group (stable sort), suppress each group alone
+    by_class = np.argsort(ids, kind="stable")
+    starts = np.flatnonzero(np.r_[True, ids[by_class][1:] != ids[by_class][:-1]])
+    kept: list[np.ndarray] = []
+    for group in np.split(by_class, starts[1:]):
+        kept.append(group[_nms_sorted(boxes[order[group]], iou_threshold, max_detections)])
+    positions = np.sort(np.concatenate(kept))  # a position in ``order`` is a rank by score
+    return order[positions[:max_detections]]
+
+
+def _nms_sorted(boxes: np.ndarray, iou_threshold: float, max_detections: int) -> np.ndarray:
+    """Greedy NMS of one class's boxes, already in descending score order: kept positions, ascending."""
+    b = boxes.astype(np.float32, copy=False)
     area = np.clip(b[:, 2] - b[:, 0], 0, None) * np.clip(b[:, 3] - b[:, 1], 0, None)
     thr = np.float32(iou_threshold)
     rem = np.arange(b.shape[0])
-    kept: list[np.ndarray] = []
+    kept: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
     n_kept = 0
     while rem.size and n_kept < max_detections:
         k = min(int(rem.size), max(NMS_BLOCK, NMS_BLOCK_ELEMS // int(rem.size)))
@@ -127,7 +145,20 @@ def nms(boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_thresh
         gone = sup[alive].any(axis=0)
         gone[:k] = True
         rem = rem[~gone]
-    return order[np.concatenate(kept)[:max_detections]]
+    return np.concatenate(kept)[:max_detections]
+
+
+def finite_candidates(c: Candidates) -> tuple[Candidates, int]:
+    """``c`` without rows whose box or score is NaN/Inf, and how many were dropped.
+
+    A broken model (or a fault in the accelerator) can emit them; IoU with a non-finite box is undefined,
+    so such a row cannot take part in NMS.
+    """
+    ok = np.isfinite(c.boxes).all(axis=1) & np.isfinite(c.scores)
+    dropped = int(ok.size - np.count_nonzero(ok))
+    if not dropped:
+        return c, 0
+    return Candidates(c.boxes[ok], c.scores[ok], c.class_ids[ok]), dropped
 
 
 @dataclass(frozen=True)
@@ -230,6 +261,9 @@ class Decoder:
         if self.kind == "yolov5_raw" and len(self.strides) != self.num_outputs:
             raise DecodeError(f"yolov5_raw: {len(self.strides)} strides but {self.num_outputs} outputs",
                               call="make_decoder", params={"metadata": str(metadata.path)})
+        check_output_shapes(metadata)
+        # candidates with a NaN/Inf box or score, dropped before NMS (a broken model or accelerator fault)
+        self.nonfinite_dropped = 0
 
     def candidates(self, tensors: Sequence[np.ndarray], conf_threshold: float) -> Candidates:
         if len(tensors) < 1:
@@ -242,7 +276,9 @@ class Decoder:
 
     def __call__(self, tensors: Sequence[np.ndarray], conf_threshold: float, iou_threshold: float,
                  max_detections: int) -> Detections:
-        c = self.candidates(tensors, conf_threshold)
+        c, dropped = finite_candidates(self.candidates(tensors, conf_threshold))
+        if dropped:
+            self.nonfinite_dropped += dropped
         keep = nms(c.boxes, c.scores, c.class_ids, iou_threshold, max_detections)
         return Detections(c.boxes[keep], c.scores[keep], c.class_ids[keep])
 

@@ -13,11 +13,15 @@ from typing import TYPE_CHECKING, Any
 import cv2
 import numpy as np
 
+from dla_infer_node.core.codec_stderr import CODEC_STDERR
 from dla_infer_node.core.errors import InputError
+from dla_infer_node.core.image_header import check_compressed_size
 
 if TYPE_CHECKING:
     from dla_infer_node.core.detections import Detections
 
+# the max_input_pixels parameter's default: 8K x 8K / 4 (a 4096 x 4096 frame)
+DEFAULT_MAX_INPUT_PIXELS = 8192 * 8192 // 4
 # encoding -> channels; all are 8 bits per channel, so is_bigendian never changes the byte order
 ENCODINGS: dict[str, int] = {"rgb8": 3, "bgr8": 3, "rgba8": 4, "bgra8": 4, "mono8": 1}
 # encoding -> source channel index of (R, G, B); mono repeats its one channel
@@ -114,14 +118,21 @@ def image_from_fields(
     return np.ndarray((h, w, c), dtype=np.uint8, buffer=buf, offset=0, strides=(s, c, 1))
 
 
-def decode_compressed(data: Any, stage: str = "input") -> tuple[np.ndarray, str]:
-    """JPEG/PNG bytes (a ``CompressedImage``'s data) -> ``(H, W, 3)`` bgr8 array and ``"bgr8"``."""
+def decode_compressed(data: Any, stage: str = "input",
+                      max_pixels: int = DEFAULT_MAX_INPUT_PIXELS) -> tuple[np.ndarray, str]:
+    """JPEG/PNG bytes (a ``CompressedImage``'s data) -> ``(H, W, 3)`` bgr8 array and ``"bgr8"``.
+
+    The header is read first: other formats, and images above ``max_pixels``, are refused before any
+    pixel is allocated. What libjpeg/libpng print meanwhile goes to :data:`codec_stderr.CODEC_STDERR`.
+    """
     buf = _as_bytes_array(data, stage)
     if buf.size == 0:
         raise InputError("compressed image has no data", call="cv2.imdecode", params={"bytes": 0},
                          stage=stage)
+    check_compressed_size(buf, max_pixels, stage)
     try:
-        image = cv2.imdecode(buf, cv2.IMREAD_COLOR)
+        with CODEC_STDERR.capture():
+            image = cv2.imdecode(buf, cv2.IMREAD_COLOR)
     except cv2.error as exc:
         raise InputError(f"cannot decode compressed image: {exc}", call="cv2.imdecode",
                          params={"bytes": int(buf.size)}, stage=stage) from exc

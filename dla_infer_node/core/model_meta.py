@@ -6,12 +6,14 @@ strides/anchors and class names; backends check the model they load against it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dla_infer_node.core.errors import ModelError
+from dla_infer_node.core.yaml_file import read_yaml
 
 DECODER_KINDS = ("yolov5_raw", "yolov5_final", "yolov8")
 CHANNEL_ORDERS = ("rgb", "bgr")
@@ -60,58 +62,103 @@ class ModelMetadata:
         return p if p.is_absolute() else self.path.parent / p
 
 
+def _bad(path: Path, key: str, value: Any, allowed: str) -> ModelError:
+    """The one-line error for a metadata key: file, key, value (shortened) and what is allowed."""
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return ModelError(f"'{key}' = {shown} is invalid: allowed {allowed}", call="load_metadata",
+                      params={"path": str(path)})
+
+
 def _require(doc: Mapping[str, Any], key: str, where: str, path: Path) -> Any:
     if key not in doc:
         raise ModelError(f"missing key '{where}{key}'", call="load_metadata", params={"path": str(path)})
     return doc[key]
 
 
+def _mapping(value: Any, key: str, path: Path) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _bad(path, key, value, "a mapping")
+    return value
+
+
+def _list(value: Any, key: str, path: Path) -> Sequence[Any]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise _bad(path, key, value, "a list")
+    return value
+
+
+def _int(value: Any, key: str, path: Path, least: int = 0) -> int:
+    # bool is an int in Python, and YAML's 'yes'/'true' parse to it: not a count or a size
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise _bad(path, key, value, f"an integer >= {least}")
+    return value
+
+
+def _float(value: Any, key: str, path: Path) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _bad(path, key, value, "a finite number")
+    return float(value)
+
+
+def _text(value: Any, key: str, path: Path) -> str:
+    if not isinstance(value, str) or not value:
+        raise _bad(path, key, value, "a non-empty string")
+    return value
+
+
 def _ints(value: Any, what: str, path: Path) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in value)
-    except (TypeError, ValueError) as exc:
-        raise ModelError(f"'{what}' must be a list of integers, got {value!r}",
-                         call="load_metadata", params={"path": str(path)}) from exc
+    return tuple(_int(v, f"{what}[{i}]", path) for i, v in enumerate(_list(value, what, path)))
+
+
+def _floats(value: Any, what: str, path: Path, count: int | None = None) -> tuple[float, ...]:
+    out = tuple(_float(v, f"{what}[{i}]", path) for i, v in enumerate(_list(value, what, path)))
+    if count is not None and len(out) != count:
+        raise _bad(path, what, value, f"a list of {count} numbers")
+    return out
 
 
 def parse_metadata(doc: Mapping[str, Any], path: Path) -> ModelMetadata:
     """Validate a metadata mapping (as read from YAML) and build the record."""
     if not isinstance(doc, Mapping):
         raise ModelError("metadata must be a mapping", call="load_metadata", params={"path": str(path)})
-    inp = _require(doc, "input", "", path)
-    dec = _require(doc, "decoder", "", path)
-    order = str(inp.get("channel_order", "rgb"))
+    inp = _mapping(_require(doc, "input", "", path), "input", path)
+    dec = _mapping(_require(doc, "decoder", "", path), "decoder", path)
+    order = inp.get("channel_order", "rgb")
     if order not in CHANNEL_ORDERS:
-        raise ModelError(f"input.channel_order {order!r} not in {CHANNEL_ORDERS}",
-                         call="load_metadata", params={"path": str(path)})
-    mean = tuple(float(v) for v in inp.get("mean", (0.0, 0.0, 0.0)))
-    std = tuple(float(v) for v in inp.get("std", (255.0, 255.0, 255.0)))
-    if len(mean) != 3 or len(std) != 3 or any(s == 0 for s in std):
-        raise ModelError("input.mean/std need 3 values each, std non-zero",
-                         call="load_metadata", params={"path": str(path)})
+        raise _bad(path, "input.channel_order", order, f"one of {CHANNEL_ORDERS}")
+    mean = _floats(inp.get("mean", (0.0, 0.0, 0.0)), "input.mean", path, 3)
+    std = _floats(inp.get("std", (255.0, 255.0, 255.0)), "input.std", path, 3)
+    if any(s == 0 for s in std):
+        raise _bad(path, "input.std", list(std), "3 non-zero numbers")
     input_spec = InputSpec(
-        name=str(_require(inp, "name", "input.", path)),
-        width=int(_require(inp, "width", "input.", path)),
-        height=int(_require(inp, "height", "input.", path)),
+        name=_text(_require(inp, "name", "input.", path), "input.name", path),
+        width=_int(_require(inp, "width", "input.", path), "input.width", path, 1),
+        height=_int(_require(inp, "height", "input.", path), "input.height", path, 1),
         channel_order=order,
         mean=(mean[0], mean[1], mean[2]),
         std=(std[0], std[1], std[2]),
-        pad_value=int(inp.get("pad_value", 114)),
+        pad_value=_int(inp.get("pad_value", 114), "input.pad_value", path),
     )
-    kind = str(_require(dec, "kind", "decoder.", path))
+    if input_spec.pad_value > 255:
+        raise _bad(path, "input.pad_value", input_spec.pad_value, "an integer in [0, 255]")
+    kind = _require(dec, "kind", "decoder.", path)
     if kind not in DECODER_KINDS:
-        raise ModelError(f"decoder.kind {kind!r} not in {DECODER_KINDS}",
-                         call="load_metadata", params={"path": str(path)})
-    anchors_doc: Sequence[Sequence[float]] = dec.get("anchors", ()) or ()
-    anchors = tuple(
-        tuple((float(a[i]), float(a[i + 1])) for i in range(0, len(a), 2)) for a in anchors_doc
-    )
-    classes = tuple(str(c) for c in _require(doc, "classes", "", path))
+        raise _bad(path, "decoder.kind", kind, f"one of {DECODER_KINDS}")
+    anchors_doc = _list(dec.get("anchors", ()) or (), "decoder.anchors", path)
+    anchors = []
+    for i, a in enumerate(anchors_doc):
+        flat = _floats(a, f"decoder.anchors[{i}]", path)
+        if not flat or len(flat) % 2:
+            raise _bad(path, f"decoder.anchors[{i}]", a, "a non-empty list of (w, h) pairs: w1, h1, w2, h2")
+        anchors.append(tuple((flat[j], flat[j + 1]) for j in range(0, len(flat), 2)))
+    classes_doc = _list(_require(doc, "classes", "", path), "classes", path)
+    classes = tuple(str(c) for c in classes_doc)
     decoder = DecoderSpec(
         kind=kind,
-        num_classes=int(dec.get("num_classes", len(classes))),
+        num_classes=_int(dec.get("num_classes", len(classes)), "decoder.num_classes", path, 1),
         strides=_ints(dec.get("strides", ()), "decoder.strides", path),
-        anchors=anchors,
+        anchors=tuple(anchors),
     )
     if decoder.num_classes != len(classes):
         raise ModelError(f"decoder.num_classes={decoder.num_classes} but {len(classes)} class names",
@@ -119,18 +166,20 @@ def parse_metadata(doc: Mapping[str, Any], path: Path) -> ModelMetadata:
     if kind == "yolov5_raw" and len(anchors) != len(decoder.strides):
         raise ModelError("yolov5_raw needs one anchor list per stride",
                          call="load_metadata", params={"path": str(path)})
-    outputs = tuple(
-        TensorSpec(name=str(_require(o, "name", "outputs[].", path)),
-                   shape=_ints(_require(o, "shape", "outputs[].", path), "outputs[].shape", path))
-        for o in _require(doc, "outputs", "", path)
-    )
+    outputs = []
+    for i, o in enumerate(_list(_require(doc, "outputs", "", path), "outputs", path)):
+        o = _mapping(o, f"outputs[{i}]", path)
+        key = f"outputs[{i}]"
+        outputs.append(TensorSpec(name=_text(_require(o, "name", f"{key}.", path), f"{key}.name", path),
+                                  shape=_ints(_require(o, "shape", f"{key}.", path), f"{key}.shape", path)))
+    name = doc.get("name", path.stem)
     known = {"input", "decoder", "outputs", "classes", "name"}
     return ModelMetadata(
         path=path,
-        name=str(doc.get("name", path.stem)),
+        name=_text(name, "name", path) if "name" in doc else str(name),
         input=input_spec,
         decoder=decoder,
-        outputs=outputs,
+        outputs=tuple(outputs),
         classes=classes,
         extra={k: v for k, v in doc.items() if k not in known},
     )
@@ -138,14 +187,12 @@ def parse_metadata(doc: Mapping[str, Any], path: Path) -> ModelMetadata:
 
 def load_metadata(path: str | Path) -> ModelMetadata:
     """Read and validate a metadata YAML file; every problem is a :class:`ModelError` naming the file."""
-    import yaml  # local: keeps the import graph of the package light
-
     p = Path(path)
     if not p.is_file():
         raise ModelError("metadata file not found", call="load_metadata", params={"path": str(p)})
     try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        doc = read_yaml(p)
+    except ValueError as exc:
         raise ModelError(f"cannot read metadata: {exc}", call="load_metadata",
                          params={"path": str(p)}) from exc
     return parse_metadata(doc, p)

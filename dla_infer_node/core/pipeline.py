@@ -74,6 +74,11 @@ class Detector:
         real = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
         return Detections(boxes[real], net.scores[real], net.class_ids[real])
 
+    @property
+    def nonfinite_dropped(self) -> int:
+        """Candidates with a NaN/Inf box or score dropped before NMS, since startup."""
+        return self._decoder.nonfinite_dropped
+
     def close(self) -> None:
         self.backend.close()
 

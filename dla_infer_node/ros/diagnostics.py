@@ -12,6 +12,8 @@ from std_msgs.msg import Header
 
 from dla_infer_node.ros import ros_convert
 
+StatusSource = Callable[[], tuple[str, str, Mapping[str, Any]]]
+
 
 def period_level(new_bad_input: int) -> tuple[str, str]:
     """Level and message of one period from what changed in it."""
@@ -24,8 +26,11 @@ class DiagnosticsReporter:
     """Publishes one DiagnosticStatus every ``period`` seconds from ``counters()`` and fixed ``info``."""
 
     def __init__(self, node: Node, period: float, counters: Callable[[], Mapping[str, Any]],
-                 info: Callable[[], Mapping[str, Any]], hardware_id: str) -> None:
+                 info: Callable[[], Mapping[str, Any]], hardware_id: str,
+                 status: StatusSource | None = None) -> None:
         self._node = node
+        # (level, message, values) per period; without one, the level says only whether input was unusable
+        self._status = status
         self._counters = counters
         self._info = info
         self._hardware_id = hardware_id
@@ -41,7 +46,11 @@ class DiagnosticsReporter:
         self._last = (now, c["frames_in"], c["frames_processed"], c["frames_bad_input"])
         values = {**c, "input_fps": (c["frames_in"] - in0) / dt,
                   "output_fps": (c["frames_processed"] - out0) / dt, **self._info()}
-        level, text = period_level(c["frames_bad_input"] - bad0)
+        if self._status is not None:
+            level, text, extra = self._status()
+            values.update(extra)
+        else:
+            level, text = period_level(c["frames_bad_input"] - bad0)
         header = Header()
         header.stamp = self._node.get_clock().now().to_msg()
         name = f"{self._node.get_fully_qualified_name()}: detector"

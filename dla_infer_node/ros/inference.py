@@ -22,6 +22,7 @@ from std_msgs.msg import Header
 
 from dla_infer_node.core.detections import Detections
 from dla_infer_node.core.errors import BackendError, DlaInferError, InputError
+from dla_infer_node.core.image_io import DEFAULT_MAX_INPUT_PIXELS
 from dla_infer_node.core.pipeline import Detector
 from dla_infer_node.ros import ros_convert
 from dla_infer_node.ros.cdr_image import UnsupportedEncoding
@@ -35,8 +36,9 @@ class FrameInference:
     """Owns the worker thread and the detector; counts every frame's fate."""
 
     def __init__(self, detector: Detector, msg_type: Any, compressed: bool, publish: Publish,
-                 logger: RcutilsLogger) -> None:
+                 logger: RcutilsLogger, max_input_pixels: int = DEFAULT_MAX_INPUT_PIXELS) -> None:
         self.detector = detector
+        self._max_pixels = max_input_pixels
         self.fatal_error: BaseException | None = None
         self._msg_type = msg_type
         self._compressed = compressed
@@ -59,14 +61,14 @@ class FrameInference:
 
     def _frame(self, raw: bytes) -> tuple[np.ndarray, str, Header]:
         try:
-            return ros_convert.frame_from_serialized(raw, self._compressed)
+            return ros_convert.frame_from_serialized(raw, self._compressed, self._max_pixels)
         except UnsupportedEncoding:  # not plain CDR (another rmw's encoding): the general deserializer
             try:
                 msg = deserialize_message(raw, self._msg_type)
             except Exception as exc:  # rclpy raises plain exceptions for undecodable bytes
                 raise InputError(f"cannot deserialize: {exc}", call="rclpy.serialization.deserialize_message",
                                  params={"bytes": len(raw)}, stage="input") from exc
-            frame, encoding = ros_convert.frame_from_msg(msg)
+            frame, encoding = ros_convert.frame_from_msg(msg, self._max_pixels)
             return frame, encoding, msg.header
 
     def _process(self, item: tuple[bytes, float]) -> None:
@@ -106,7 +108,8 @@ class FrameInference:
             lat = np.asarray(self._latency_s, dtype=np.float64) * 1e3
             out: dict[str, Any] = {"frames_in": s.submitted, "frames_processed": self._published,
                                    "frames_dropped": s.dropped, "frames_bad_input": self._bad_input,
-                                   "frames_failed": s.failed, "detections": self._detections}
+                                   "frames_failed": s.failed, "detections": self._detections,
+                                   "candidates_nonfinite": self.detector.nonfinite_dropped}
         out["latency_ms_p50"] = float(np.percentile(lat, 50)) if lat.size else 0.0
         out["latency_ms_p95"] = float(np.percentile(lat, 95)) if lat.size else 0.0
         return out

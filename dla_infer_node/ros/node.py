@@ -6,8 +6,10 @@ zero-copy ndarray view -> ``Detector.detect``) -> :class:`~dla_infer_node.ros.ou
 (``detections``, ``debug_image`` while subscribed);
 :class:`~dla_infer_node.ros.diagnostics.DiagnosticsReporter` publishes the counters.
 Everything below the wiring is ROS-free.
-Exit codes of :func:`main`: 0 after SIGINT/SIGTERM, 2 for an invalid parameter (one line naming it),
-1 for a backend that cannot start or a fatal accelerator fault (so a launch file's respawn restarts it).
+Exit codes of :func:`main`: 0 after SIGINT/SIGTERM, 2 for an invalid configuration (one line naming it: a
+parameter, a parameters file, or a key of the model metadata / artifact sidecar, none of which a restart
+can fix), 1 for a backend that cannot start or a fatal accelerator fault (so a launch file's respawn
+restarts it).
 Written against rclpy's Humble API (with fallbacks for anything newer).
 """
 
@@ -23,11 +25,13 @@ from typing import Any
 import rclpy
 from rclpy.executors import Executor
 from rclpy.node import Node
+from rclpy.qos import QoSCompatibility, qos_check_compatible
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CompressedImage, Image
 
 from dla_infer_node.core.backend import Backend
-from dla_infer_node.core.errors import DlaInferError, ParameterError
+from dla_infer_node.core.codec_stderr import CODEC_STDERR, write_stderr
+from dla_infer_node.core.errors import DlaInferError, ModelError, ParameterError
 from dla_infer_node.core.model_meta import ModelMetadata
 from dla_infer_node.ros.diagnostics import DiagnosticsReporter
 from dla_infer_node.ros.executors import (
@@ -37,11 +41,17 @@ from dla_infer_node.ros.executors import (
     shutdown_executor,
     try_shutdown,
 )
+from dla_infer_node.ros.health import InputHealth
 from dla_infer_node.ros.inference import FrameInference
 from dla_infer_node.ros.outputs import DetectionOutputs
-from dla_infer_node.ros.param_binding import declare_parameters
+from dla_infer_node.ros.param_binding import declare_parameters, params_file_problem
 from dla_infer_node.ros.params import NodeConfig, load_labels
 from dla_infer_node.ros.qos import image_qos
+
+try:  # Iron and later; Humble has the same class in rclpy.qos_event
+    from rclpy.event_handler import SubscriptionEventCallbacks
+except ImportError:  # pragma: no cover
+    from rclpy.qos_event import SubscriptionEventCallbacks  # type: ignore[no-redef,unused-ignore]
 
 try:  # Humble has it; keep a stand-in so an older/newer rclpy without it still imports
     from rclpy.executors import ExternalShutdownException
@@ -113,15 +123,20 @@ class DlaInferNode(Node):
         compressed = cfg.input_transport == "compressed"
         msg_type: Any = CompressedImage if compressed else Image
         self._inference = FrameInference(detector, msg_type, compressed, self._outputs.publish,
-                                         self.get_logger())
+                                         self.get_logger(), cfg.max_input_pixels)
+        CODEC_STDERR.sink = self._codec_output  # libjpeg/libpng warnings: through the throttled logger
+        self._health = InputHealth(self.counters, self._incompatible_publishers)
+        self._qos = image_qos(cfg.qos_reliability, cfg.qos_depth)
         # raw=True: the executor thread hands over the serialized bytes; the worker reads the few header
         # fields and views the pixels in place (cdr_image), instead of rclpy copying every frame into
         # Python objects on the executor thread first
         self._sub = self.create_subscription(msg_type, "image/compressed" if compressed else "image",
-                                             self._on_image, image_qos(cfg.qos_reliability, cfg.qos_depth),
-                                             raw=True)
+                                             self._on_image, self._qos, raw=True,
+                                             event_callbacks=SubscriptionEventCallbacks(
+                                                 incompatible_qos=self._on_incompatible_qos))
         self._diagnostics = DiagnosticsReporter(
-            self, cfg.diagnostics_period, self.counters, self._diagnostic_info, self._backend_name)
+            self, cfg.diagnostics_period, self.counters, self._diagnostic_info, self._backend_name,
+            status=self._health)
         self._inference.start()
 
     @property
@@ -135,6 +150,27 @@ class DlaInferNode(Node):
         # the executor's Python back into rcl_wait, measured at ~0.45 ms per frame on a 2-core machine
         # (0.09 ms with this line). sleep(0) only releases and re-acquires the GIL.
         time.sleep(0)
+
+    def _on_incompatible_qos(self, event: Any) -> None:
+        policy = getattr(event.last_policy_kind, "name", str(event.last_policy_kind))
+        if self._health.note_incompatible_qos(int(event.total_count), policy):
+            self.get_logger().warning(
+                f"a publisher on {self._sub.topic_name} offers a QoS incompatible with this subscription "
+                f"({self.config.qos_reliability}, depth {self.config.qos_depth}; policy {policy}): nothing "
+                f"will be received from it; /diagnostics reports WARN while it is there")
+
+    def _incompatible_publishers(self) -> int:
+        """Publishers on the input topic whose QoS this subscription cannot match (from the graph)."""
+        infos = self.get_publishers_info_by_topic(self._sub.topic_name)
+        return sum(1 for i in infos
+                   if qos_check_compatible(i.qos_profile, self._qos)[0] == QoSCompatibility.ERROR)
+
+    def _codec_output(self, text: str) -> None:
+        for line in text.splitlines():
+            if line.startswith("["):  # another thread's log line caught while a decode held stderr
+                write_stderr(line + "\n")
+            elif line.strip():
+                self.get_logger().warning(f"image codec: {line.strip()}", throttle_duration_sec=5.0)
 
     def _on_parameters_changed(self, values: dict[str, Any]) -> None:
         if self._inference is None:  # declaring at startup
@@ -165,6 +201,8 @@ class DlaInferNode(Node):
         if self._closed:
             return
         self._closed = True
+        if CODEC_STDERR.sink == self._codec_output:
+            CODEC_STDERR.sink = write_stderr
         if self._inference is None:
             return
         if not self._inference.close():
@@ -180,9 +218,14 @@ class DlaInferNode(Node):
 def main(argv: list[str] | None = None, *, injected: Injected | None = None) -> int:
     """Run the node until SIGINT/SIGTERM (exit 0), a fatal fault (1) or a bad startup (2 or 1)."""
     stop = threading.Event()
+    args = list(sys.argv if argv is None else argv)
+    problem = params_file_problem(args)
+    if problem:  # rcl would report it on several lines, without the column
+        print(f"{NODE_NAME}: {problem}", file=sys.stderr)
+        return 2
     try:
         # our own handlers: SIGINT and SIGTERM both mean an orderly stop with exit code 0 on every distro
-        rclpy.init(args=list(sys.argv if argv is None else argv),
+        rclpy.init(args=args,
                    signal_handler_options=SignalHandlerOptions.NO)
     except Exception as exc:
         print(f"{NODE_NAME}: cannot initialise ROS: {exc}", file=sys.stderr)
@@ -201,6 +244,9 @@ def main(argv: list[str] | None = None, *, injected: Injected | None = None) -> 
         code = 1 if node.fatal_error is not None else 0
     except ParameterError as exc:
         rclpy.logging.get_logger(exc.logger_name or NODE_NAME).error(str(exc))
+        code = 2
+    except ModelError as exc:  # the model metadata or artifact files: configuration, not a runtime fault
+        rclpy.logging.get_logger(exc.logger_name or NODE_NAME).error(f"startup failed: {exc}")
         code = 2
     except DlaInferError as exc:
         rclpy.logging.get_logger(exc.logger_name or NODE_NAME).error(f"startup failed: {exc}")

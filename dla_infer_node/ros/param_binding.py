@@ -7,7 +7,8 @@ used). Live changes go through the same per-parameter validation and are applied
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from rcl_interfaces.msg import (
@@ -21,6 +22,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from dla_infer_node.core.errors import ParameterError
+from dla_infer_node.core.yaml_file import read_yaml
 from dla_infer_node.ros.params import (
     PARAMETERS,
     SPECS,
@@ -39,8 +41,12 @@ _ROS_TYPES = {"string": ParameterType.PARAMETER_STRING, "integer": ParameterType
 
 def descriptor(spec: ParamSpec) -> ParameterDescriptor:
     """The rclpy descriptor of a table row: type, description, range, read-only."""
+    # dynamic_typing: rclpy's own type check would refuse a wrong type before our callback, with its enum
+    # codes ("expected '3' got '2'" on Python 3.11); ours names the type and the allowed range, and applies
+    # the startup rule (an integer for a double is widened) to live sets too
     d = ParameterDescriptor(name=spec.name, type=_ROS_TYPES[spec.type], description=spec.description,
-                            additional_constraints=spec.allowed(), read_only=spec.read_only)
+                            additional_constraints=spec.allowed(), read_only=spec.read_only,
+                            dynamic_typing=True)
     if spec.type == "double" and spec.min is not None and spec.max is not None:
         d.floating_point_range = [FloatingPointRange(from_value=float(spec.min), to_value=float(spec.max),
                                                      step=0.0)]
@@ -72,10 +78,20 @@ def declare_parameters(node: Node, *, check_files: bool,
                 try:
                     values[p.name] = validate_value(p.name, p.value)
                 except ParameterError as exc:
-                    return SetParametersResult(successful=False, reason=str(exc))
+                    given = p.type_.name.lower() if p.type_ is not None else "unknown"
+                    reason = f"{exc} (given a value of type {given})"
+                    return SetParametersResult(successful=False, reason=reason)
         on_change(values)
         return SetParametersResult(successful=True)
 
+    def widen(parameters: list[Parameter]) -> list[Parameter]:
+        # the stored value of a double parameter stays a double when an integer is set (as at startup)
+        return [Parameter(p.name, Parameter.Type.DOUBLE, float(p.value))
+                if p.name in SPECS and SPECS[p.name].type == "double" and p.type_ == Parameter.Type.INTEGER
+                else p for p in parameters]
+
+    if hasattr(node, "add_pre_set_parameters_callback"):  # Iron and later; on Humble on_set widens
+        node.add_pre_set_parameters_callback(widen)
     node.add_on_set_parameters_callback(on_set)
     for spec in PARAMETERS:
         value = getattr(config, spec.name)
@@ -84,3 +100,14 @@ def declare_parameters(node: Node, *, check_files: bool,
         node.declare_parameter(spec.name, list(value) if isinstance(value, tuple) else value,
                                descriptor(spec), ignore_override=True)
     return config
+
+
+def params_file_problem(argv: Sequence[str]) -> str | None:
+    """One line (file, line, column) for the first ``--params-file`` in ``argv`` that is not valid YAML."""
+    for i, arg in enumerate(argv[:-1]):
+        if arg == "--params-file":
+            try:
+                read_yaml(Path(argv[i + 1]))
+            except ValueError as exc:
+                return f"parameters file {argv[i + 1]!r}: {exc}"
+    return None

@@ -10,6 +10,8 @@ before any backend is opened.
 from __future__ import annotations
 
 import math
+import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,6 +142,11 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               "time.", min=1, max=1000, read_only=False),
     _s("input_transport", "raw", "'raw': subscribe 'image' (sensor_msgs/Image); 'compressed': subscribe "
        "'image/compressed' (sensor_msgs/CompressedImage, JPEG/PNG).", choices=INPUT_TRANSPORTS),
+    ParamSpec("max_input_pixels", "integer", 16_777_216, "Largest compressed image (width x height) decoded; "
+              "the size is read from the JPEG/PNG header before decoding, so a small file declaring a huge "
+              "image is refused (counted as bad input) without allocating it. Only JPEG and PNG are "
+              "accepted for input_transport 'compressed' (OpenCV would also decode BMP, TIFF, PNM..., whose "
+              "headers are not checked).", min=1, max=1 << 30),
     _s("qos_reliability", "best_effort", "Reliability of the image subscription.", choices=QOS_RELIABILITIES),
     ParamSpec("qos_depth", "integer", 1, "History depth of the image subscription (keep last N).",
               min=1, max=100),
@@ -176,6 +183,7 @@ class NodeConfig:
     nms_iou_threshold: float
     max_detections: int
     input_transport: str
+    max_input_pixels: int
     qos_reliability: str
     qos_depth: int
     debug_image: bool
@@ -193,9 +201,20 @@ def shipped_model_path() -> Path:
 
 
 def _existing(name: str, value: str, what: str) -> str:
-    if not Path(value).is_file():
-        raise ParameterError(name, value, f"an existing file ({what}); not found")
+    try:
+        mode = os.stat(value).st_mode
+    except OSError:
+        raise ParameterError(name, value, f"an existing file ({what}); not found") from None
+    if not stat.S_ISREG(mode):
+        raise ParameterError(name, value, f"a regular file ({what}); this path is {_file_kind(mode)}")
     return str(Path(value))
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))
+    return next((text for test, text in kinds if test(mode)), "not a regular file")
 
 
 def validate_value(name: str, value: Any) -> ParamValue:

@@ -26,7 +26,12 @@ from vision_msgs.msg import (
 )
 
 from dla_infer_node.core.detections import Detections
-from dla_infer_node.core.image_io import decode_compressed, fields_from_bgr8, image_from_fields
+from dla_infer_node.core.image_io import (
+    DEFAULT_MAX_INPUT_PIXELS,
+    decode_compressed,
+    fields_from_bgr8,
+    image_from_fields,
+)
 from dla_infer_node.ros import cdr_image
 
 LEVELS = {"ok": DiagnosticStatus.OK, "warn": DiagnosticStatus.WARN, "error": DiagnosticStatus.ERROR}
@@ -38,18 +43,21 @@ def frame_from_image(msg: Image) -> tuple[np.ndarray, str]:
     return view, msg.encoding
 
 
-def frame_from_compressed(msg: CompressedImage) -> tuple[np.ndarray, str]:
+def frame_from_compressed(msg: CompressedImage, max_pixels: int = DEFAULT_MAX_INPUT_PIXELS
+                          ) -> tuple[np.ndarray, str]:
     """Decoded bgr8 frame of a CompressedImage (JPEG/PNG); InputError for undecodable bytes."""
-    return decode_compressed(msg.data)
+    return decode_compressed(msg.data, max_pixels=max_pixels)
 
 
-def frame_from_msg(msg: Image | CompressedImage) -> tuple[np.ndarray, str]:
+def frame_from_msg(msg: Image | CompressedImage, max_pixels: int = DEFAULT_MAX_INPUT_PIXELS
+                   ) -> tuple[np.ndarray, str]:
     if isinstance(msg, CompressedImage):
-        return frame_from_compressed(msg)
+        return frame_from_compressed(msg, max_pixels)
     return frame_from_image(msg)
 
 
-def frame_from_serialized(raw: bytes, compressed: bool) -> tuple[np.ndarray, str, Header]:
+def frame_from_serialized(raw: bytes, compressed: bool, max_pixels: int = DEFAULT_MAX_INPUT_PIXELS
+                          ) -> tuple[np.ndarray, str, Header]:
     """Frame, encoding and header of a serialized Image (or CompressedImage) without deserializing it.
 
     The raw frame is a zero-copy view into ``raw``. Raises :class:`cdr_image.UnsupportedEncoding` for a
@@ -57,7 +65,7 @@ def frame_from_serialized(raw: bytes, compressed: bool) -> tuple[np.ndarray, str
     """
     if compressed:
         c = cdr_image.parse_compressed(raw)
-        frame, encoding = decode_compressed(c.data)
+        frame, encoding = decode_compressed(c.data, max_pixels=max_pixels)
         return frame, encoding, header_from_fields(c.header)
     f = cdr_image.parse_image(raw)
     view = image_from_fields(f.encoding, f.height, f.width, f.step, f.data, f.is_bigendian)
