@@ -20,7 +20,6 @@ pytest.importorskip("vision_msgs.msg", reason="vision_msgs not importable: run `
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from sensor_msgs.msg import Image
 
-
 OK, WARN = (int.from_bytes(v, "little") if isinstance(v, bytes) else int(v)
             for v in (DiagnosticStatus.OK, DiagnosticStatus.WARN))
 
@@ -52,8 +51,10 @@ def test_stall_then_loss_show_in_diagnostics(node: NodeProcess) -> None:
     probe = RosProbe("input_loss_probe")
     diags: list[Any] = probe.collect(DiagnosticArray, "/diagnostics")
     try:
-        small = probe.node.create_publisher(Image, f"{node.namespace}/image", probe.qos(reliable=False, depth=1))
-        assert probe.spin_until(lambda: small.get_subscription_count() > 0 or node.proc.poll() is not None, 90)
+        best_effort = probe.qos(reliable=False, depth=1)
+        small = probe.node.create_publisher(Image, f"{node.namespace}/image", best_effort)
+        assert probe.spin_until(lambda: small.get_subscription_count() > 0 or node.proc.poll() is not None,
+                                90)
         assert node.proc.poll() is None, node.output()
         frame = image_msg(np.zeros((128, 128, 3), np.uint8), "rgb8", sec=1)
         probe.spin_until(lambda: False, 3.0, every=lambda: small.publish(frame), period=0.1)
@@ -78,7 +79,7 @@ def test_stall_then_loss_show_in_diagnostics(node: NodeProcess) -> None:
         probe.node.destroy_publisher(small)
 
         # VGA rgb8, best effort, 20 Hz: the default transport loses them; the node says so, with the remedy
-        big = probe.node.create_publisher(Image, f"{node.namespace}/image", probe.qos(reliable=False, depth=1))
+        big = probe.node.create_publisher(Image, f"{node.namespace}/image", best_effort)
         vga = image_msg(np.full((480, 640, 3), 90, np.uint8), "rgb8", sec=2)
         lossy = probe.spin_until(lambda: (s := latest_status(diags, node.fqn)) and "input loss" in s[1] and s,
                                  20.0, every=lambda: big.publish(vga), period=0.05)

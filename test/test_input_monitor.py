@@ -84,7 +84,7 @@ def test_without_gid_interleaved_numbers_stop_the_count() -> None:
 
 
 def test_humble_has_only_the_rmw_event() -> None:
-    monitor, clock = make()
+    monitor, _ = make()
     for _ in range(2):
         monitor.on_frame(None)  # Humble: no message info reaches the callback
     monitor.on_rmw_lost(18)  # what Fast DDS reported for a VGA stream that delivered 2 of 20

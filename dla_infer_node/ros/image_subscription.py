@@ -6,6 +6,9 @@
   the monitor gets ``None``.
 - Every distro since Galactic: the rmw's message-lost event (``SubscriptionEventCallbacks.message_lost``),
   where the rmw implements it (Fast DDS and Cyclone DDS do); where it does not, rclpy skips it silently.
+- Not with the EventsExecutor of rclpy 9.1.2 (Kilted): a callback taking the message info makes its
+  ``spin_once`` raise ``SystemError: null argument to internal routine`` at the first frame (seen with the
+  node's reliable subscription), so ``executor: events`` takes the message only, like Humble.
 - Matched publishers: ``Subscription.get_publisher_count`` (Iron and later: publishers whose QoS matched),
   else the graph's publisher count on the topic (Humble).
 """
@@ -38,10 +41,12 @@ def _lost_events(on_lost: Callable[[int], None]) -> Any:
 
 
 def image_subscription(node: Node, msg_type: Any, topic: str, qos: QoSProfile, on_image: OnImage,
-                       monitor: InputMonitor) -> tuple[Subscription[Any], Callable[[], int]]:
-    """The raw (serialized) image subscription and a function counting its matched publishers."""
+                       monitor: InputMonitor, *, with_info: bool = True) -> tuple[Subscription[Any],
+                                                                                  Callable[[], int]]:
+    """The raw (serialized) image subscription and a function counting its matched publishers;
+    ``with_info=False`` never asks for the message info (the EventsExecutor, see the module docstring)."""
     callback: Callable[..., None] = on_image
-    if not message_info_supported():  # pragma: no cover - Humble: the executor calls callback(msg)
+    if not (with_info and message_info_supported()):  # Humble: the executor calls callback(msg)
         def callback(raw: bytes) -> None:
             on_image(raw, None)
 

@@ -123,7 +123,8 @@ class DlaInferNode(Node):
         # Python objects on the executor thread first
         self._sub, self._matched_publishers = image_subscription(
             self, msg_type, "image/compressed" if compressed else "image",
-            image_qos(cfg.qos_reliability, cfg.qos_depth), self._on_image, self._monitor)
+            image_qos(cfg.qos_reliability, cfg.qos_depth), self._on_image, self._monitor,
+            with_info=cfg.executor != "events")
         self._diagnostics = DiagnosticsReporter(
             self, cfg.diagnostics_period, self.counters, self._diagnostic_info, self._backend_name,
             sources=[lambda: self._monitor.status(self._matched_publishers())])
