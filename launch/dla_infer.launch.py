@@ -7,30 +7,38 @@ Arguments: params_file (default: the installed config/cpu_demo.yaml), namespace 
 image_topic (what the node's ``image`` input is remapped to; ``image/compressed`` follows it as
 ``<image_topic>/compressed``), backend (empty: keep the params file's value), log_level, respawn (restart
 the node after it exits, e.g. after a DLA fault, which ends the node with exit code 1).
-An exit with code 2 (an invalid parameter) is never respawned: restarting cannot fix a configuration, so
-the launch shuts down with the node's one-line reason in the log instead of looping every 2 s.
+``image_topic`` and ``namespace`` are normalised (spaces and trailing slashes dropped) or refused with one
+line before the node starts. An exit with code 2 (an invalid parameter) is never respawned: restarting
+cannot fix a configuration. A node exit that is not a clean stop (code 2, or any non-zero code without
+respawn) ends the launch with a failure: ``ros2 launch`` logs "Caught exception in launch ...: [launch]
+dla_infer_node exited with code N: <why>" and itself exits 1 (launch has no way to pass the node's own code
+on; run the node with ``ros2 run`` to get it).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction, RegisterEventHandler, Shutdown
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, RegisterEventHandler
 from launch.event_handlers import OnProcessExit
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
 
+from dla_infer_node.core.errors import DlaInferError
+from dla_infer_node.ros import launch_args
 from launch import LaunchContext, LaunchDescription
 
 PACKAGE = "dla_infer_node"
-EXIT_BAD_PARAMETER = 2  # dla_infer_node.ros.node.main's exit code for an invalid parameter
 
 
 def node_action(*, params_file: str, namespace: str = "", image_topic: str = "image", backend: str = "",
                 log_level: str = "info", respawn: bool = False, name: str = PACKAGE,
                 extra_parameters: dict[str, Any] | None = None) -> Node:
-    """The Node action with plain values (the dual launch file builds two of these)."""
+    """The Node action with plain values (the dual launch file builds two of these); ``image_topic`` and
+    ``namespace`` are normalised or refused (:class:`launch_args.LaunchArgumentError`, one line)."""
+    image_topic = launch_args.image_topic(image_topic)
+    namespace = launch_args.namespace(namespace)
     overrides: dict[str, Any] = dict(extra_parameters or {})
     if backend:
         overrides["backend"] = backend
@@ -43,7 +51,7 @@ def node_action(*, params_file: str, namespace: str = "", image_topic: str = "im
         name=name,
         namespace=namespace or None,
         parameters=parameters,
-        remappings=[("image", image_topic), ("image/compressed", image_topic.rstrip("/") + "/compressed")],
+        remappings=[("image", image_topic), ("image/compressed", image_topic + "/compressed")],
         ros_arguments=["--log-level", log_level],
         respawn=respawn,
         respawn_delay=2.0,
@@ -52,14 +60,21 @@ def node_action(*, params_file: str, namespace: str = "", image_topic: str = "im
     )
 
 
-def stop_on_bad_parameters(node: Node) -> RegisterEventHandler:
-    """Shut the launch down when ``node`` exits with an invalid parameter (before any respawn)."""
+def end_launch_on_failure(node: Node, respawn: bool) -> RegisterEventHandler:
+    """Make the launch fail when ``node`` exits with an invalid parameter (code 2, never respawned: a
+    restart cannot fix a configuration) or, without respawn, with any other non-zero code.
 
-    def on_exit(event: Any, context: LaunchContext) -> list[Any] | None:
-        if event.returncode != EXIT_BAD_PARAMETER:
-            return None  # a fault (1) or a clean stop (0): respawn, if enabled, does its job
-        reason = f"{event.action.name} exited with an invalid parameter (see its last log line)"
-        return [LogInfo(msg=reason + "; not respawning, shutting down"), Shutdown(reason=reason)]
+    The handler raises: that is what makes launch shut down AND return non-zero (a Shutdown action alone
+    ends ``ros2 launch`` with 0). Exits while the launch is already shutting down (Ctrl-C) are left alone.
+    """
+
+    def on_exit(event: Any, context: LaunchContext) -> None:
+        if context.is_shutdown:
+            return
+        reason = launch_args.exit_reason(event.action.name, event.returncode)
+        if reason is None or (respawn and event.returncode != launch_args.EXIT_BAD_PARAMETER):
+            return  # a clean stop, or a fault that respawn restarts
+        raise DlaInferError(reason + ("; not respawning" if respawn else ""), stage="launch")
 
     return RegisterEventHandler(OnProcessExit(target_action=node, on_exit=on_exit))
 
@@ -77,7 +92,7 @@ def _setup(context: LaunchContext) -> list[Any]:
     node = node_action(params_file=arg("params_file"), namespace=arg("namespace"),
                        image_topic=arg("image_topic"), backend=arg("backend"),
                        log_level=arg("log_level"), respawn=_truthy(arg("respawn")))
-    return [node, stop_on_bad_parameters(node)]
+    return [node, end_launch_on_failure(node, _truthy(arg("respawn")))]
 
 
 def generate_launch_description() -> LaunchDescription:

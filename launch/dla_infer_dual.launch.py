@@ -46,7 +46,7 @@ def _setup(context: LaunchContext) -> list[Any]:
             params_file=arg("params_file"), namespace=arg(f"camera{core}_namespace"),
             image_topic=arg(f"camera{core}_topic"), backend=arg("backend"), log_level=arg("log_level"),
             respawn=respawn, extra_parameters={"dla_core": core})
-        actions += [node, single.stop_on_bad_parameters(node)]  # a config error stops, never loops
+        actions += [node, single.end_launch_on_failure(node, respawn)]  # a config error stops, never loops
     return actions
 
 

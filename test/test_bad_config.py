@@ -75,6 +75,8 @@ PARAM_ROWS: dict[str, Callable[[dict[str, Path]], tuple[Any, dict[str, Any]]]] =
     "max_detections": lambda f: (0, {}),
     "input_transport": lambda f: ("h264", {}),
     "max_input_pixels": lambda f: (0, {}),
+    "input_loss_warn_ratio": lambda f: (1.5, {}),
+    "input_stall_periods": lambda f: ("often", {}),
     "qos_reliability": lambda f: ("sometimes", {}),
     "qos_depth": lambda f: (0, {}),
     "debug_image": lambda f: ("yes", {}),

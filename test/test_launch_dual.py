@@ -1,7 +1,8 @@
 """launch_testing: launch/dla_infer_dual.launch.py brings up two instances that each answer their camera.
 
-Run with the CPU config and ``backend:=onnxruntime`` (each instance still gets its own ``dla_core``), so it
-works on any ROS 2 machine; skipped with the reason where launch_testing is not importable.
+Run with the Orin config and ``backend:=onnxruntime`` alone (``preprocess_device: auto`` follows the
+backend, and the loadable paths are unused), each instance still getting its own ``dla_core``, so it works
+on any ROS 2 machine; skipped with the reason where launch_testing is not importable.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ CAMERAS = {0: ("dual0", "/dual/cam0/image"), 1: ("dual1", "/dual/cam1/image")}
 @pytest.mark.launch_test
 @launch_testing.markers.keep_alive
 def generate_test_description() -> LaunchDescription:
-    args = {"params_file": str(REPO / "config" / "cpu_demo.yaml"), "backend": "onnxruntime",
+    args = {"params_file": str(REPO / "config" / "orin_dla.yaml"), "backend": "onnxruntime",
             "respawn": "false"}
     for core, (ns, topic) in CAMERAS.items():
         args[f"camera{core}_namespace"] = ns

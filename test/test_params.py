@@ -27,7 +27,7 @@ def test_table_is_unique_and_defaults_validate() -> None:
         assert p.validate(p.default) == p.default, p.name
         assert p.description
     assert set(params.LIVE_PARAMETERS) == {"confidence_threshold", "nms_iou_threshold", "max_detections",
-                                           "debug_image"}
+                                           "debug_image", "input_loss_warn_ratio", "input_stall_periods"}
     for ro in ("backend", "model_path", "loadable_path", "artifact_path", "runtime_mode", "dla_core",
                "input_transport", "qos_reliability", "qos_depth"):
         assert params.SPECS[ro].read_only
@@ -76,6 +76,29 @@ def test_missing_files_are_parameter_errors(tmp_path: Path) -> None:
         params.validate_config({"backend": "cudla"})
     with pytest.raises(ParameterError, match="labels_path"):
         params.validate_config({**_files(tmp_path), "labels_path": str(tmp_path / "nope.txt")})
+
+
+def test_preprocess_auto_follows_the_backend(tmp_path: Path) -> None:
+    # the default, so `backend:=onnxruntime` works with the Orin config (which leaves it at auto)
+    assert params.SPECS["preprocess_device"].default == "auto"
+    assert params.validate_config(_files(tmp_path)).preprocess_device == "cpu"
+    loadable = tmp_path / "x.loadable"
+    loadable.write_bytes(b"\0")
+    (tmp_path / "x.loadable.yaml").write_text("x")
+    cfg = params.validate_config({"backend": "cudla", "loadable_path": str(loadable)})
+    assert cfg.preprocess_device == "gpu"
+    orin = yaml.safe_load((REPO / "config" / "orin_dla.yaml").read_text())["/**"]["ros__parameters"]
+    cfg = params.validate_config({**orin, **_files(tmp_path), "backend": "onnxruntime",
+                                  "ort_providers": tuple(orin["ort_providers"])})
+    assert cfg.backend == "onnxruntime" and cfg.preprocess_device == "cpu"
+
+
+def test_cudla_without_loadable_names_the_parameter_in_one_line() -> None:
+    with pytest.raises(ParameterError) as err:
+        params.validate_config({"backend": "cudla"})
+    text = str(err.value)
+    assert err.value.name == "loadable_path" and "\n" not in text
+    assert "loadable_path" in text and "artifact_path" in text and "--buildDLAStandalone" in text
 
 
 def test_gpu_preprocess_needs_cudla(tmp_path: Path) -> None:

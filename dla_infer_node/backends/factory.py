@@ -59,11 +59,15 @@ class BackendSettings:
                 isinstance(p, str) and p for p in providers):
             raise ParameterError("ort_providers", providers,
                                  "a non-empty list of provider names, e.g. ['CPUExecutionProvider']")
+        # only the files this backend reads must exist: a config written for the other backend (the Orin
+        # file's loadable paths, with backend:=onnxruntime) still starts
+        used = ("model_path", "metadata_path") if self.backend == "onnxruntime" else (
+            "model_path", "metadata_path", "loadable_path", "artifact_path")
         for name in ("model_path", "metadata_path", "loadable_path", "artifact_path"):
             value = getattr(self, name)
             if not isinstance(value, str):
                 raise ParameterError(name, value, "a path string ('' for the default)")
-            if value and not Path(value).is_file():
+            if name in used and value and not Path(value).is_file():
                 raise ParameterError(name, value, "an existing file; not found")
         if self.backend == "cudla" and not self.loadable_path:
             raise ParameterError("loadable_path", "", "the path of a DLA loadable when backend is 'cudla'")

@@ -36,16 +36,6 @@ Status = tuple[str, str, dict[str, Any]]
 _COUNTERS = ("frames_in", "frames_processed", "frames_dropped", "frames_bad_input", "frames_failed")
 
 
-def worst(statuses: list[Status]) -> Status:
-    """One status from several: the worst level, the non-ok messages joined, all values."""
-    level = max((s[0] for s in statuses), key=_RANK.__getitem__, default="ok")
-    texts = [s[1] for s in statuses if s[0] != "ok"]
-    values: dict[str, Any] = {}
-    for s in statuses:
-        values.update(s[2])
-    return level, "; ".join(texts) or "ok", values
-
-
 def frame_status(delta: Mapping[str, int]) -> Status:
     """The level of one period from how many frames arrived, were answered, dropped or failed in it."""
     arrived, answered = delta["frames_in"], delta["frames_processed"]
@@ -96,4 +86,6 @@ class InputHealth:
                                          f"({policy}): nothing is received from them", qos_values))
             else:
                 statuses.append(("ok", "ok", qos_values))
-        return worst(statuses)
+        level = max((s[0] for s in statuses), key=_RANK.__getitem__)
+        values = {k: v for s in statuses for k, v in s[2].items()}  # the two parts use distinct keys
+        return level, "; ".join(s[1] for s in statuses if s[0] != "ok") or "ok", values

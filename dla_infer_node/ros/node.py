@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from typing import Any
 
 import rclpy
@@ -42,16 +43,13 @@ from dla_infer_node.ros.executors import (
     try_shutdown,
 )
 from dla_infer_node.ros.health import InputHealth
+from dla_infer_node.ros.image_subscription import image_subscription
 from dla_infer_node.ros.inference import FrameInference
+from dla_infer_node.ros.input_monitor import InputMonitor
 from dla_infer_node.ros.outputs import DetectionOutputs
 from dla_infer_node.ros.param_binding import declare_parameters, params_file_problem
 from dla_infer_node.ros.params import NodeConfig, load_labels
 from dla_infer_node.ros.qos import image_qos
-
-try:  # Iron and later; Humble has the same class in rclpy.qos_event
-    from rclpy.event_handler import SubscriptionEventCallbacks
-except ImportError:  # pragma: no cover
-    from rclpy.qos_event import SubscriptionEventCallbacks  # type: ignore[no-redef,unused-ignore]
 
 try:  # Humble has it; keep a stand-in so an older/newer rclpy without it still imports
     from rclpy.executors import ExternalShutdownException
@@ -127,25 +125,27 @@ class DlaInferNode(Node):
         CODEC_STDERR.sink = self._codec_output  # libjpeg/libpng warnings: through the throttled logger
         self._health = InputHealth(self.counters, self._incompatible_publishers)
         self._qos = image_qos(cfg.qos_reliability, cfg.qos_depth)
+        self._monitor = InputMonitor(cfg.input_loss_warn_ratio, cfg.input_stall_periods)
         # raw=True: the executor thread hands over the serialized bytes; the worker reads the few header
         # fields and views the pixels in place (cdr_image), instead of rclpy copying every frame into
         # Python objects on the executor thread first
-        self._sub = self.create_subscription(msg_type, "image/compressed" if compressed else "image",
-                                             self._on_image, self._qos, raw=True,
-                                             event_callbacks=SubscriptionEventCallbacks(
-                                                 incompatible_qos=self._on_incompatible_qos))
+        self._sub, self._matched_publishers = image_subscription(
+            self, msg_type, "image/compressed" if compressed else "image", self._qos, self._on_image,
+            self._monitor, with_info=cfg.executor != "events",
+            on_incompatible_qos=self._on_incompatible_qos)
         self._diagnostics = DiagnosticsReporter(
             self, cfg.diagnostics_period, self.counters, self._diagnostic_info, self._backend_name,
-            status=self._health)
+            sources=[self._health, lambda: self._monitor.status(self._matched_publishers())])
         self._inference.start()
 
     @property
     def fatal_error(self) -> BaseException | None:
         return self._inference.fatal_error if self._inference is not None else None
 
-    def _on_image(self, raw: bytes) -> None:
+    def _on_image(self, raw: bytes, info: Mapping[str, Any] | None) -> None:
         assert self._inference is not None  # the subscription exists only after it
         self._inference.submit(raw)  # the executor thread never waits for inference
+        self._monitor.on_frame(info)
         # Let the worker (just notified) take the GIL now: otherwise it waits until this thread has run
         # the executor's Python back into rcl_wait, measured at ~0.45 ms per frame on a 2-core machine
         # (0.09 ms with this line). sleep(0) only releases and re-acquires the GIL.
@@ -182,6 +182,10 @@ class DlaInferNode(Node):
             det.iou_threshold = values["nms_iou_threshold"]
         if "max_detections" in values:
             det.max_detections = values["max_detections"]
+        if "input_loss_warn_ratio" in values:
+            self._monitor.loss_warn_ratio = values["input_loss_warn_ratio"]
+        if "input_stall_periods" in values:
+            self._monitor.stall_periods = values["input_stall_periods"]
         if "debug_image" in values:
             self._outputs.debug_enabled = values["debug_image"]
         self.get_logger().info(f"parameters updated: {values}")

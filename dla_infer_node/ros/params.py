@@ -25,7 +25,7 @@ ParamValue = str | int | float | bool | tuple[str, ...]
 
 BACKENDS = ("onnxruntime", "cudla")
 RUNTIME_MODES = ("hybrid",)
-PREPROCESS_DEVICES = ("cpu", "gpu")
+PREPROCESS_DEVICES = ("auto", "cpu", "gpu")
 CLASS_ID_MODES = ("name", "index")
 INPUT_TRANSPORTS = ("raw", "compressed")
 QOS_RELIABILITIES = ("best_effort", "reliable")
@@ -124,8 +124,9 @@ PARAMETERS: tuple[ParamSpec, ...] = (
        "refused at startup with the reason.", choices=("hybrid",)),
     ParamSpec("dla_core", "integer", 0, "DLA core for backend cudla (AGX Orin has cores 0 and 1).",
               min=0, max=1),
-    _s("preprocess_device", "cpu", "Where letterbox/normalise/pack runs: 'cpu', or 'gpu' (one CUDA kernel "
-       "into the registered DLA input buffer; backend cudla only).", choices=PREPROCESS_DEVICES),
+    _s("preprocess_device", "auto", "Where letterbox/normalise/pack runs: 'cpu', 'gpu' (one CUDA kernel "
+       "into the registered DLA input buffer; backend cudla only), or 'auto' (gpu with backend cudla, cpu "
+       "otherwise; the node declares the resolved value).", choices=PREPROCESS_DEVICES),
     ParamSpec("ort_threads", "integer", 0, "ONNX Runtime intra-op threads (0: ONNX Runtime's default).",
               min=0, max=256),
     ParamSpec("ort_providers", "string_array", ("CPUExecutionProvider",),
@@ -154,6 +155,13 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               "the topic has subscribers. Changeable at run time.", read_only=False),
     ParamSpec("diagnostics_period", "double", 1.0, "Seconds between /diagnostics messages (0: off).",
               min=0.0, max=60.0),
+    ParamSpec("input_loss_warn_ratio", "double", 0.05, "/diagnostics goes WARN when more than this share "
+              "of the frames sent to the node in a diagnostics period were lost on the way (counted from "
+              "publication sequence numbers and the rmw's message-lost event). Changeable at run time.",
+              min=0.0, max=1.0, read_only=False),
+    ParamSpec("input_stall_periods", "double", 5.0, "/diagnostics goes WARN when a matched publisher has "
+              "sent no frame for this many of its periods (median arrival interval; 1 s until two frames "
+              "came). Changeable at run time.", min=1.0, max=1000.0, read_only=False),
     _s("executor", "single", "rclpy executor that takes the images: 'single' (SingleThreadedExecutor, every "
        "distro) or 'events' (rclpy.experimental.EventsExecutor, in C++, less per-message overhead; ROS 2 "
        "Kilted or newer, refused at startup where rclpy lacks it).", choices=EXECUTORS),
@@ -188,6 +196,8 @@ class NodeConfig:
     qos_depth: int
     debug_image: bool
     diagnostics_period: float
+    input_loss_warn_ratio: float
+    input_stall_periods: float
     executor: str
 
 
@@ -234,6 +244,8 @@ def validate_config(values: Mapping[str, Any], *, check_files: bool = True) -> N
     v: dict[str, Any] = {}
     for spec in PARAMETERS:
         v[spec.name] = spec.validate(values.get(spec.name, spec.default))
+    if v["preprocess_device"] == "auto":  # resolved here, so every later check sees a concrete device
+        v["preprocess_device"] = "gpu" if v["backend"] == "cudla" else "cpu"
     if not check_files:
         return NodeConfig(**v)
     if v["backend"] == "onnxruntime":
@@ -244,8 +256,9 @@ def validate_config(values: Mapping[str, Any], *, check_files: bool = True) -> N
         v["model_path"] = _existing("model_path", model, "an ONNX model; empty means the shipped model")
     else:
         if not v["loadable_path"]:
-            raise ParameterError("loadable_path", "", "the path of an existing DLA loadable when "
-                                 "backend is 'cudla'")
+            raise ParameterError("loadable_path", "", "the path of an existing DLA loadable (trtexec "
+                                 "--buildDLAStandalone output) when backend is 'cudla'; set loadable_path "
+                                 "(and artifact_path if its sidecar is not '<loadable_path>.yaml')")
         v["loadable_path"] = _existing("loadable_path", v["loadable_path"], "a DLA loadable")
         sidecar = v["artifact_path"] or str(default_sidecar(v["loadable_path"]))
         v["artifact_path"] = _existing("artifact_path", sidecar, "the loadable's sidecar; empty means "

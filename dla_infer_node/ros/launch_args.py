@@ -1,0 +1,68 @@
+"""Launch arguments checked before anything starts: ROS names, and what a node's exit code means.
+
+Used by ``launch/*.launch.py`` (plain Python, no rclpy): a topic or namespace that rcl would reject as a
+remap rule or node namespace (and kill the node with a parse error) is either normalised (surrounding
+spaces, trailing slashes) or refused with one line naming the launch argument.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dla_infer_node.core.errors import DlaInferError
+
+EXIT_BAD_PARAMETER = 2  # dla_infer_node.ros.node.main: an invalid parameter
+EXIT_FAULT = 1          # a backend that cannot start, or a fatal accelerator fault
+
+_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class LaunchArgumentError(DlaInferError):
+    """A launch argument cannot be used; one line naming it, its value and what is allowed."""
+
+    stage = "launch"
+
+    def __init__(self, name: str, value: str, allowed: str) -> None:
+        self.name = name
+        super().__init__(f"launch argument {name}:={value!r} is invalid: {allowed}")
+
+
+def _tokens_ok(body: str) -> bool:
+    return all(_TOKEN.fullmatch(token) for token in body.split("/"))
+
+
+def image_topic(value: str, name: str = "image_topic") -> str:
+    """A topic name rcl accepts as a remap target: spaces and trailing slashes dropped, else refused."""
+    topic = value.strip().rstrip("/")
+    allowed = ("a ROS topic name: '/'-separated tokens of letters, digits and '_', each not starting "
+               "with a digit, optionally starting with '/' or '~/', no empty token ('//')")
+    if not topic:
+        raise LaunchArgumentError(name, value, "a non-empty topic name; " + allowed)
+    body = topic[2:] if topic.startswith("~/") else topic[1:] if topic.startswith("/") else topic
+    if not _tokens_ok(body):
+        raise LaunchArgumentError(name, value, allowed)
+    return topic
+
+
+def namespace(value: str, name: str = "namespace") -> str:
+    """A node namespace: '' for none, else '/'-separated tokens (leading '/' optional, trailing dropped)."""
+    ns = value.strip().strip("/")
+    if ns and not _tokens_ok(ns):
+        raise LaunchArgumentError(name, value, "empty (no namespace) or '/'-separated tokens of letters, "
+                                  "digits and '_', each not starting with a digit")
+    return "/" + ns if ns else ""
+
+
+def exit_reason(node_name: str, returncode: int | None) -> str | None:
+    """Why a node's exit must end the launch with a failure, or None for a clean stop."""
+    if returncode in (0, None):
+        return None
+    if returncode == EXIT_BAD_PARAMETER:
+        what = "an invalid parameter (its last log line names it)"
+    elif returncode == EXIT_FAULT:
+        what = "a backend that could not start or an accelerator fault"
+    elif returncode < 0:
+        what = f"signal {-returncode}"
+    else:
+        what = "an unexpected error"
+    return f"{node_name} exited with code {returncode}: {what}"
