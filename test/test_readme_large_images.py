@@ -91,12 +91,13 @@ def test_profile_export_and_run_start_the_node_with_the_large_segment(tmp_path: 
     seen, segments = _run_node(run, env, tmp_path,
                                lambda probe: probe.node.count_subscribers("/camera/image_raw") > 0)
     assert seen, "the node did not subscribe the remapped topic /camera/image_raw"
-    # the profile is in effect: the process maps a shared-memory segment of the profile's size
-    assert SEGMENT_BYTES in segments.values(), segments
+    # the profile is in effect: the process maps a shared-memory segment of the profile's size (the file
+    # is a little larger: Fast DDS adds its bookkeeping to segment_size)
+    assert any(size >= SEGMENT_BYTES for size in segments.values()), segments
     # and without the variable it does not (the check above can fail)
     _, plain = _run_node(run, ros_env, tmp_path,
                          lambda probe: probe.node.count_subscribers("/camera/image_raw") > 0)
-    assert SEGMENT_BYTES not in plain.values(), plain
+    assert plain and all(size < SEGMENT_BYTES for size in plain.values()), plain
 
 
 def test_compressed_alternative_subscribes_the_compressed_topic(tmp_path: Path,
@@ -132,7 +133,7 @@ def test_sysctl_command_names_the_udp_buffer_limits() -> None:
 
 
 def test_launch_snippet_gives_later_processes_the_profile(tmp_path: Path, ros_env: dict[str, str]) -> None:
-    pytest.importorskip("launch", reason="the launch package is not importable")
+    pytest.importorskip("launch.actions", reason="the ROS 2 launch package is not installed (not on PyPI)")
     from launch.actions import ExecuteProcess
     from launch.launch_service import LaunchService
 
