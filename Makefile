@@ -12,7 +12,7 @@ PYTEST_ARGS ?= --timeout=600
 export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
 export ROS_LOCALHOST_ONLY := 1
 
-.PHONY: venv test demo bench lint test-gpu bench-gpu clean
+.PHONY: venv test demo bench bench-transport lint test-gpu bench-gpu clean
 
 venv:
 	@bash scripts/setup_env.sh
@@ -31,6 +31,12 @@ bench: venv
 	$(PY) -m dla_infer_node.bench.node
 	@if $(PY) -c "from dla_infer_node.ros.node import has_events_executor as h; raise SystemExit(not h())"; then \
 	  $(PY) -m dla_infer_node.bench.node --executor events --out bench/results/node_events.json; fi
+
+# Raw frames between two processes over Fast DDS, with and without config/fastdds_large_images.xml (~8 min).
+# The stock-configuration cells need root for `ip netns`; without it the result says so and omits them.
+bench-transport: venv
+	@mkdir -p bench/results
+	$(PY) -m dla_infer_node.bench.transport --out bench/results/transport.json
 
 lint: venv
 	$(PY) -m ruff check dla_infer_node/ tools/ test/ test_gpu/

@@ -21,7 +21,7 @@ setup(
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
         (f"share/{PACKAGE}/launch", files("launch/*.py")),
-        (f"share/{PACKAGE}/config", files("config/*.yaml")),
+        (f"share/{PACKAGE}/config", files("config/*.yaml") + files("config/*.xml")),
         (f"share/{PACKAGE}/models", files("models/*")),
     ],
     install_requires=["setuptools"],

@@ -1,0 +1,147 @@
+"""Processes and host plumbing of the transport benchmark (``dla_infer_node.bench.transport``).
+
+- :func:`role_publisher`: a camera stand-in, its own process: ``--frames`` rgb8 frames of ``--size`` at
+  ``--rate`` Hz, best effort or reliable (``BENCH_RELIABILITY``), keep last 5 like a typical driver,
+  each stamped with the wall clock at publish time so receivers can take latency from the header.
+  The receivers are the bench roles of ``bench.node_roles``: the bare subscriber (``measure``) and the
+  real node with a zero-cost backend (``node``), both on ``/bench/image``.
+- :class:`ShmLedger`: the Fast DDS shared-memory files (``/dev/shm/fastdds_*``) our children map, noted
+  while they run, and removed afterwards only if no process on the machine still maps them. A child that
+  stops on SIGINT removes its own; one that had to be killed leaves them behind, and every run would
+  otherwise add some (up to a 64 MiB segment each with the profile).
+- :class:`LoopbackNetns`: a network namespace holding only loopback, where the stock configuration (no
+  ROS_* discovery variables) can run without any packet reaching the machine's real interfaces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+
+from dla_infer_node.bench.node_roles import NS, _qos, _ros
+
+SIZES = {"VGA": (640, 480), "720p": (1280, 720), "1080p": (1920, 1080)}
+PUBLISHER_DEPTH = 5
+
+
+def role_publisher(args: argparse.Namespace) -> int:
+    from rclpy.qos import QoSProfile
+    from sensor_msgs.msg import Image
+
+    rclpy, node, stop = _ros("bench_camera")
+    qos: QoSProfile = _qos()
+    qos.depth = PUBLISHER_DEPTH
+    pub = node.create_publisher(Image, f"{NS}/image", qos)
+    width, height = SIZES[args.size]
+    msg = Image()
+    msg.height, msg.width, msg.encoding, msg.step = height, width, "rgb8", width * 3
+    msg.header.frame_id = "cam"
+    # random pixels: nothing on the way can shrink them, and every frame has the full size
+    msg.data = np.random.default_rng(0).integers(0, 256, height * width * 3, dtype=np.uint8).tobytes()
+    deadline = time.monotonic() + 60
+    while pub.get_subscription_count() < 1 and time.monotonic() < deadline and not stop.is_set():
+        time.sleep(0.05)
+    matched = pub.get_subscription_count() >= 1
+    stop.wait(args.warmup)  # the reader's side of the match completes a little after the writer's
+    sent, late, period = 0, 0, 1.0 / args.rate
+    t0 = time.monotonic()
+    while matched and not stop.is_set() and sent < args.frames:
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 1_000_000_000)
+        pub.publish(msg)
+        sent += 1
+        wait = t0 + sent * period - time.monotonic()
+        late += wait < 0
+        stop.wait(max(0.0, wait))
+    seconds = time.monotonic() - t0
+    stop.wait(args.tail)  # the writer stays for in-flight fragments and reliable repairs
+    Path(args.result).write_text(json.dumps({"published": sent, "seconds": seconds, "late": late,
+                                             "matched": matched}))
+    node.destroy_node()
+    rclpy.shutdown()
+    return 0
+
+
+def _mapped_shm(pid: int) -> set[str]:
+    """The /dev/shm/fastdds_* files process ``pid`` maps now (empty when it is gone or unreadable)."""
+    folder = Path(f"/proc/{pid}/map_files")
+    found: set[str] = set()
+    try:
+        for entry in folder.iterdir():
+            try:
+                target = os.readlink(entry)
+            except OSError:
+                continue
+            if target.startswith("/dev/shm/fastdds_"):
+                found.add(target.removesuffix(" (deleted)"))
+    except OSError:
+        pass
+    return found
+
+
+class ShmLedger:
+    """Fast DDS shared-memory files our own children mapped; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.noted: set[str] = set()
+
+    def note(self, pids: list[int]) -> None:
+        for pid in pids:
+            self.noted |= _mapped_shm(pid)
+
+    def clean(self) -> list[str]:
+        """Remove noted files still there that no process maps any more; returns what was removed."""
+        left = {path for path in self.noted if os.path.exists(path)}
+        if left:
+            for entry in Path("/proc").iterdir():
+                if entry.name.isdigit():
+                    left -= _mapped_shm(int(entry.name))
+        removed = []
+        for path in sorted(left):
+            try:
+                os.unlink(path)
+                removed.append(path)
+            except OSError:
+                pass
+        self.noted.clear()
+        return removed
+
+
+class LoopbackNetns:
+    """``ip netns add`` + ``lo up`` on enter, ``ip netns del`` on exit; ``prefix`` runs a command inside."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.prefix = ["ip", "netns", "exec", name]
+
+    @staticmethod
+    def unavailable() -> str:
+        """'' when this process can create a network namespace, else why not (one line)."""
+        probe = f"dla_probe_{os.getpid()}"
+        try:
+            made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"ip netns: {exc}"
+        if made.returncode != 0:
+            return f"ip netns add: {made.stderr.strip() or made.returncode}"
+        subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=20)
+        return ""
+
+    def __enter__(self) -> LoopbackNetns:
+        subprocess.run(["ip", "netns", "add", self.name], check=True, capture_output=True, timeout=20)
+        subprocess.run([*self.prefix, "ip", "link", "set", "lo", "up"], check=True, capture_output=True,
+                       timeout=20)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True, timeout=20)
+
+    def links(self) -> list[str]:
+        """The namespace's interfaces (only 'lo' expected): recorded with the result as evidence."""
+        out = subprocess.run([*self.prefix, "ip", "-o", "link"], capture_output=True, text=True, timeout=20)
+        return [line.split(":")[1].strip() for line in out.stdout.splitlines() if ":" in line]
