@@ -84,3 +84,10 @@ def declare_parameters(node: Node, *, check_files: bool,
         node.declare_parameter(spec.name, list(value) if isinstance(value, tuple) else value,
                                descriptor(spec), ignore_override=True)
     return config
+
+
+def given_value(node: Node, name: str) -> Any:
+    """The validated value given for ``name`` at start (``-p``/params file), or its default, before any
+    parameter is declared: what a process-level choice (the executor) needs before the node configures."""
+    override = getattr(node, "_parameter_overrides", {}).get(name)
+    return validate_value(name, override.value) if override is not None else SPECS[name].default
