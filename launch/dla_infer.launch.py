@@ -9,6 +9,9 @@ image_topic (what the node's ``image`` input is remapped to; ``image/compressed`
 the node after it exits, e.g. after a DLA fault, which ends the node with exit code 1).
 An exit with code 2 (an invalid parameter) is never respawned: restarting cannot fix a configuration, so
 the launch shuts down with the node's one-line reason in the log instead of looping every 2 s.
+lifecycle:=true starts the managed node instead (``dla_infer_lifecycle``: configure, activate, deactivate,
+cleanup, shutdown through ``ros2 lifecycle set /<namespace>/dla_infer_node <transition>`` or a lifecycle
+manager); the plain node stays the default.
 """
 
 from __future__ import annotations
@@ -24,13 +27,15 @@ from launch_ros.substitutions import FindPackageShare
 from launch import LaunchContext, LaunchDescription
 
 PACKAGE = "dla_infer_node"
+LIFECYCLE_EXECUTABLE = "dla_infer_lifecycle"
 EXIT_BAD_PARAMETER = 2  # dla_infer_node.ros.node.main's exit code for an invalid parameter
 
 
 def node_action(*, params_file: str, namespace: str = "", image_topic: str = "image", backend: str = "",
                 log_level: str = "info", respawn: bool = False, name: str = PACKAGE,
-                extra_parameters: dict[str, Any] | None = None) -> Node:
-    """The Node action with plain values (the dual launch file builds two of these)."""
+                extra_parameters: dict[str, Any] | None = None, lifecycle: bool = False) -> Node:
+    """The Node action with plain values (the dual launch file builds two of these). ``lifecycle``: the
+    managed node (``dla_infer_lifecycle``), which starts unconfigured and waits for its transitions."""
     overrides: dict[str, Any] = dict(extra_parameters or {})
     if backend:
         overrides["backend"] = backend
@@ -39,7 +44,7 @@ def node_action(*, params_file: str, namespace: str = "", image_topic: str = "im
         parameters.append(overrides)  # later entries win over the file
     return Node(
         package=PACKAGE,
-        executable=PACKAGE,
+        executable=LIFECYCLE_EXECUTABLE if lifecycle else PACKAGE,
         name=name,
         namespace=namespace or None,
         parameters=parameters,
@@ -76,7 +81,8 @@ def _setup(context: LaunchContext) -> list[Any]:
 
     node = node_action(params_file=arg("params_file"), namespace=arg("namespace"),
                        image_topic=arg("image_topic"), backend=arg("backend"),
-                       log_level=arg("log_level"), respawn=_truthy(arg("respawn")))
+                       log_level=arg("log_level"), respawn=_truthy(arg("respawn")),
+                       lifecycle=_truthy(arg("lifecycle")))
     return [node, stop_on_bad_parameters(node)]
 
 
@@ -96,5 +102,8 @@ def generate_launch_description() -> LaunchDescription:
                               description="debug | info | warn | error | fatal"),
         DeclareLaunchArgument("respawn", default_value="false",
                               description="restart the node whenever it exits (e.g. after a DLA fault)"),
+        DeclareLaunchArgument("lifecycle", default_value="false",
+                              description="true: the managed node (starts unconfigured; drive it with "
+                                          "ros2 lifecycle set or a lifecycle manager)"),
         OpaqueFunction(function=_setup),
     ])
