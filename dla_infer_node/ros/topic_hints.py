@@ -59,7 +59,7 @@ class OtherTransportHint:
             param = "raw" if type_name == RAW_TYPE else "compressed"
             message = (f"input {self._input} ({self._input_type}) has no publisher, but {topic} "
                        f"({type_name}) has {len(others)}: set input_transport:={param}, or remap the "
-                       f"input to a {self._input_type.rsplit('/', 1)[-1]} topic")
+                       f"input to a topic of type {self._input_type}")
             if message != self._message:
                 self._node.get_logger().warning(message)
         self._message = message
