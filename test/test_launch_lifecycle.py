@@ -9,7 +9,7 @@ on PyPI) the module is skipped with that reason. test_lifecycle_node.py checks t
 
 from __future__ import annotations
 
-import os
+import sys
 import time
 import unittest
 from pathlib import Path
@@ -17,26 +17,18 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip(
-    "launch_testing", reason="launch_testing is not importable: it ships with a ROS 2 install, not on PyPI; "
-                             "run these with colcon test or launch_test on a ROS 2 machine")
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _launch_common, also under launch_test
+pytest.importorskip("launch_testing", reason="launch_testing is not importable: it ships with a ROS 2 "
+                                             "install, not on PyPI; run with colcon test or launch_test")
 
 import launch_testing
-import launch_testing.actions
 import launch_testing.asserts
 import launch_testing.markers
 import numpy as np
-from launch.actions import IncludeLaunchDescription
-from launch.launch_description_sources import PythonLaunchDescriptionSource
+from _launch_common import REPO, include_launch
 
 from launch import LaunchDescription
 
-# also when run by `launch_test` (no conftest): DDS on loopback, a domain of our own
-os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-os.environ["ROS_LOCALHOST_ONLY"] = "1"
-os.environ.setdefault("ROS_DOMAIN_ID", str(1 + (os.getpid() * 11) % 200))
-
-REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "lifecycle_launch_test"
 NODE = f"/{NAMESPACE}/dla_infer_node"
 IMAGE_TOPIC = f"/{NAMESPACE}/camera/image"
@@ -45,13 +37,8 @@ IMAGE_TOPIC = f"/{NAMESPACE}/camera/image"
 @pytest.mark.launch_test
 @launch_testing.markers.keep_alive
 def generate_test_description() -> LaunchDescription:
-    return LaunchDescription([
-        IncludeLaunchDescription(
-            PythonLaunchDescriptionSource(str(REPO / "launch" / "dla_infer.launch.py")),
-            launch_arguments={"params_file": str(REPO / "config" / "cpu_demo.yaml"), "namespace": NAMESPACE,
-                              "image_topic": IMAGE_TOPIC, "lifecycle": "true"}.items()),
-        launch_testing.actions.ReadyToTest(),
-    ])
+    return include_launch({"params_file": str(REPO / "config" / "cpu_demo.yaml"), "namespace": NAMESPACE,
+                           "image_topic": IMAGE_TOPIC, "lifecycle": "true"})
 
 
 class _Driver:
