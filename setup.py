@@ -33,6 +33,7 @@ setup(
     entry_points={
         "console_scripts": [
             f"dla_infer_node = {PACKAGE}.ros.node:main",
+            f"dla_infer_lifecycle = {PACKAGE}.ros.lifecycle_node:main",
             f"replay = {PACKAGE}.bags.replay:main",
             f"capture = {PACKAGE}.bags.capture:main",
             f"detect = {PACKAGE}.cli.detect:main",

@@ -13,10 +13,17 @@ cannot fix a configuration. A node exit that is not a clean stop (code 2, or any
 respawn) ends the launch with a failure: ``ros2 launch`` logs "Caught exception in launch ...: [launch]
 dla_infer_node exited with code N: <why>" and itself exits 1 (launch has no way to pass the node's own code
 on; run the node with ``ros2 run`` to get it).
+lifecycle:=true starts the managed node instead (``dla_infer_lifecycle``: configure, activate, deactivate,
+cleanup, shutdown through ``ros2 lifecycle set /<namespace>/dla_infer_node <transition>`` or a lifecycle
+manager); the plain node stays the default. dds_profile:=large_images (or a path to a Fast DDS XML
+profile) sets FASTDDS_DEFAULT_PROFILES_FILE for the node's process; the camera driver's process needs it
+too, since the publisher's transport decides whether large best-effort frames arrive (README, "Large
+images over DDS").
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from launch.actions import DeclareLaunchArgument, OpaqueFunction, RegisterEventHandler
@@ -30,15 +37,20 @@ from dla_infer_node.ros import launch_args
 from launch import LaunchContext, LaunchDescription
 
 PACKAGE = "dla_infer_node"
+LIFECYCLE_EXECUTABLE = "dla_infer_lifecycle"
 
 
 def node_action(*, params_file: str, namespace: str = "", image_topic: str = "image", backend: str = "",
                 log_level: str = "info", respawn: bool = False, name: str = PACKAGE,
-                extra_parameters: dict[str, Any] | None = None) -> Node:
+                extra_parameters: dict[str, Any] | None = None, lifecycle: bool = False,
+                dds_profile: str = "") -> Node:
     """The Node action with plain values (the dual launch file builds two of these); ``image_topic`` and
-    ``namespace`` are normalised or refused (:class:`launch_args.LaunchArgumentError`, one line)."""
+    ``namespace`` are normalised or refused (:class:`launch_args.LaunchArgumentError`, one line).
+    ``lifecycle``: the managed node (``dla_infer_lifecycle``), which starts unconfigured and waits for its
+    transitions. ``dds_profile``: '', 'large_images' (the shipped profile) or a path to a Fast DDS XML."""
     image_topic = launch_args.image_topic(image_topic)
     namespace = launch_args.namespace(namespace)
+    profile = launch_args.dds_profile(dds_profile, shipped_config_dir())
     overrides: dict[str, Any] = dict(extra_parameters or {})
     if backend:
         overrides["backend"] = backend
@@ -47,7 +59,7 @@ def node_action(*, params_file: str, namespace: str = "", image_topic: str = "im
         parameters.append(overrides)  # later entries win over the file
     return Node(
         package=PACKAGE,
-        executable=PACKAGE,
+        executable=LIFECYCLE_EXECUTABLE if lifecycle else PACKAGE,
         name=name,
         namespace=namespace or None,
         parameters=parameters,
@@ -57,7 +69,15 @@ def node_action(*, params_file: str, namespace: str = "", image_topic: str = "im
         respawn_delay=2.0,
         output="screen",
         emulate_tty=True,
+        additional_env={launch_args.DDS_PROFILE_ENV: profile} if profile else None,
     )
+
+
+def shipped_config_dir() -> str:
+    """The installed package's config/ (where the shipped Fast DDS profile is)."""
+    from ament_index_python.packages import get_package_share_directory
+
+    return os.path.join(get_package_share_directory(PACKAGE), "config")
 
 
 def end_launch_on_failure(node: Node, respawn: bool) -> RegisterEventHandler:
@@ -91,7 +111,8 @@ def _setup(context: LaunchContext) -> list[Any]:
 
     node = node_action(params_file=arg("params_file"), namespace=arg("namespace"),
                        image_topic=arg("image_topic"), backend=arg("backend"),
-                       log_level=arg("log_level"), respawn=_truthy(arg("respawn")))
+                       log_level=arg("log_level"), respawn=_truthy(arg("respawn")),
+                       lifecycle=_truthy(arg("lifecycle")), dds_profile=arg("dds_profile"))
     return [node, end_launch_on_failure(node, _truthy(arg("respawn")))]
 
 
@@ -111,5 +132,12 @@ def generate_launch_description() -> LaunchDescription:
                               description="debug | info | warn | error | fatal"),
         DeclareLaunchArgument("respawn", default_value="false",
                               description="restart the node whenever it exits (e.g. after a DLA fault)"),
+        DeclareLaunchArgument("lifecycle", default_value="false",
+                              description="true: the managed node (starts unconfigured; drive it with "
+                                          "ros2 lifecycle set or a lifecycle manager)"),
+        DeclareLaunchArgument("dds_profile", default_value="",
+                              description="Fast DDS XML profile for the node's process: empty (none), "
+                                          "'large_images' (the shipped config/fastdds_large_images.xml) "
+                                          "or a path; put the same in the camera driver's process"),
         OpaqueFunction(function=_setup),
     ])

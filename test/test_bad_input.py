@@ -131,5 +131,14 @@ def test_detect_cli_json_one_line_per_image(tmp_path: Path) -> None:
         items = json.loads(line)
         assert isinstance(items, list)
         for it in items:
-            assert set(it) == {"class", "score", "bbox"} and len(it["bbox"]) == 4
+            assert set(it) == {"class", "score", "bbox", "bbox_format"} and len(it["bbox"]) == 4
+            assert it["bbox_format"] == "xyxy_source_pixels"
+            x1, y1, x2, y2 = it["bbox"]
+            assert 0 <= x1 <= x2 <= 70 and 0 <= y1 <= y2 <= 52  # corners, inside the source image
     assert sorted(p.name for p in (tmp_path / "ann").iterdir()) == [f"img{i}_det.png" for i in range(3)]
+
+
+def test_detect_help_states_the_bbox_format() -> None:
+    out = _run_detect("--help")
+    assert out.returncode == 0, out.stderr
+    assert "xyxy_source_pixels" in out.stdout and "[x1, y1, x2, y2]" in " ".join(out.stdout.split())

@@ -48,7 +48,7 @@ def test_one_short_round_writes_a_complete_result(tmp_path: Path, ros_env: dict[
 
 
 def test_a_role_that_ignores_sigint_is_killed_with_its_stacks_in_its_log(tmp_path: Path) -> None:
-    from dla_infer_node.bench.node import _stop_all
+    from dla_infer_node.bench.role_stop import stop_all
 
     ready, quick_ready = tmp_path / "ready", tmp_path / "quick_ready"
     script = ("import faulthandler, pathlib, signal, sys, time\n"
@@ -64,11 +64,14 @@ def test_a_role_that_ignores_sigint_is_killed_with_its_stacks_in_its_log(tmp_pat
                                  stderr=subprocess.STDOUT)
         quick = subprocess.Popen([sys.executable, "-c", "import pathlib, sys, time; "
                                   "pathlib.Path(sys.argv[1]).touch(); time.sleep(120)", str(quick_ready)])
-    for _ in range(600):  # both past their start-up (a SIGINT during Python's own start-up exits with 1)
-        if ready.exists() and quick_ready.exists():
-            break
+    # both past their start-up (a SIGINT during Python's own start-up exits with 1): waited for, however
+    # long a loaded machine takes, rather than signalled after a fixed time
+    deadline = time.monotonic() + 120
+    while not (ready.exists() and quick_ready.exists()) and time.monotonic() < deadline:
         time.sleep(0.05)
-    rcs = _stop_all({"stuck": stuck, "quick": quick}, grace_s=1.0)
+    assert ready.exists() and quick_ready.exists(), "the two stand-in roles did not start within 120 s"
+    # the log is handed over: stop_all waits for the stack dump to land before it kills
+    rcs = stop_all({"stuck": stuck, "quick": quick}, grace_s=1.0, logs={"stuck": log_path})
     assert rcs["quick"] == -2  # plain SIGINT ended it
     assert isinstance(rcs["stuck"], str) and "hung" in rcs["stuck"] and stuck.returncode == -9
     assert "stuck_in_shutdown" in log_path.read_text()  # faulthandler's dump of where it was stuck

@@ -138,3 +138,50 @@ def test_capture_api_returns_stamp_and_message() -> None:
     stamps = [s for s, _ in got]
     assert stamps == sorted(stamps) and all(s % 10**9 == 0 and s >= 100 * 10**9 for s in stamps)
     assert all(isinstance(m, Detection2DArray) for _, m in got)
+
+
+def _silent_topic() -> str:
+    return f"/nobody_publishes_{os.getpid()}"
+
+
+def test_capture_of_nothing_exits_1_with_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "none.json"
+    proc = subprocess.run([sys.executable, "-m", "dla_infer_node.bags.capture", "--topic", _silent_topic(),
+                           "--out", str(out), "--duration", "1"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "no message on" in proc.stderr, proc.stderr
+    assert json.loads(out.read_text())["frames"] == 0
+
+
+def test_capture_count_partly_reached_exits_1_and_keeps_what_came(tmp_path: Path) -> None:
+    from _node_helpers import RosProbe
+    from std_msgs.msg import String
+
+    topic, out = _silent_topic() + "_few", tmp_path / "few.json"
+    cap = _start("dla_infer_node.bags.capture", "--topic", topic, "--type", "std_msgs/msg/String",
+                 "--out", str(out), "--count", "10", "--timeout", "15")  # fmt: skip
+    probe = RosProbe("capture_feeder")
+    try:
+        pub = probe.node.create_publisher(String, topic, probe.qos(depth=10))
+        assert probe.spin_until(lambda: pub.get_subscription_count() > 0, 30), "capture did not subscribe"
+        for i in range(3):
+            pub.publish(String(data=f"m{i}"))
+        _, err = cap.communicate(timeout=60)
+    finally:
+        probe.close()
+    assert cap.returncode == 1, err
+    assert err.strip().count("\n") == 0 and "only 3 of 10 messages" in err, err
+    assert json.loads(out.read_text())["frames"] == 3
+
+
+def test_capture_count_not_reached_exits_1(tmp_path: Path) -> None:
+    out = tmp_path / "few.json"
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "dla_infer_node.bags.capture", "--topic", _silent_topic(),
+                           "--out", str(out), "--count", "5", "--timeout", "2"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and time.monotonic() - start < 50, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0, proc.stderr
+    help_text = subprocess.run([sys.executable, "-m", "dla_infer_node.bags.capture", "--help"],
+                               capture_output=True, text=True, timeout=60).stdout
+    assert "--timeout" in help_text and "default 60" in help_text

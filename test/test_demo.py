@@ -29,9 +29,18 @@ def test_report_helpers() -> None:
     assert rep.match_counts(frames, gt) == (1, 2, 2)  # the second box has the wrong class
     assert frames[0].latency_ms == pytest.approx(4.0)
     assert rep.per_class(frames) == {"a": 2}
-    sheet = rep.contact_sheet([(np.zeros((48, 64, 3), np.uint8), frames[0], "x")] * 5, gt.classes, gt,
-                              columns=4, tile_w=64)
-    assert sheet.shape == (2 * 48, 4 * 64, 3)
+    assert rep.match_frame(frames[0].boxes, frames[0].names, frames[0].scores, *gt.frames[1_000_000_000]) \
+        == ([True, False], [True, False])  # one correct, one false positive; the "b" object missed
+    tile = (np.zeros((48, 64, 3), np.uint8), frames[0], "x", 1_000_000_000)
+    sheet = rep.contact_sheet([tile] * 5, gt.classes, gt, columns=4, tile_w=64)
+    assert sheet.shape == (2 * 48 + 24, 4 * 64, 3)  # two rows of tiles and the legend
+    apart = _frame(1_000_000_000, ["a", "a"], [[0, 0, 10, 11], [100, 100, 150, 150]], 5_000_000, 1_000_000)
+    big = rep.contact_sheet([(np.zeros((200, 200, 3), np.uint8), apart, "x", 1_000_000_000)], gt.classes,
+                            gt, columns=1, tile_w=200)
+    assert (big[:200] == rep.FALSE_POSITIVE_COLOUR).all(axis=2).any()  # the FP box is marked in red
+    assert (big[:200] == rep.MISSED_COLOUR).all(axis=2).any()  # the missed object in orange
+    assert rep.as_numbers({"a": "3", "b": "0.000", "c": "x"}) == {"a": 3, "b": 0.0, "c": "x"}
+    assert rep.rate_hz([0, 500_000_000, 1_000_000_000]) == pytest.approx(2.0)
     hist = rep.histogram([1.0, 2.0, 2.5, 40.0], "t")
     assert hist.shape == (420, 900, 3) and (hist != 255).any()
     assert "| x " in rep.table([("x", "1")], "title")
@@ -58,5 +67,10 @@ def test_demo_runs_end_to_end(tmp_path: Path, ros_env: dict[str, str]) -> None:
         img = cv2.imread(str(out / png))
         assert img is not None and img.size > 0
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["arrays"] > 0 and int(summary["counters"]["frames_processed"]) == summary["arrays"]
+    assert summary["arrays"] > 0 and summary["counters"]["frames_processed"] == summary["arrays"]
+    assert all(isinstance(summary["counters"][k], int)
+               for k in ("frames_in", "frames_processed", "detections"))
+    # --rate 2 on a 10 Hz bag: about 20 frames per second in, and as many answered (no dropping at 20 Hz)
+    assert 10 < summary["fps"]["input"] < 30 and 5 < summary["fps"]["output"] < 30, summary["fps"]
+    assert summary["counters"]["output_fps"] == summary["fps"]["output"]
     assert (out / "detections.mcap").stat().st_size > 0

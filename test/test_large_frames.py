@@ -2,7 +2,7 @@
 
 The camera is a separate process (the transport benchmark's publisher role: random rgb8 pixels, keep
 last 5, header stamped at publish). The node runs with its default configuration (onnxruntime, the
-shipped model, best effort keep last 1). With config/fastdds_large_images.xml in both processes, frames
+shipped model, best effort keep last 5). With config/fastdds_large_images.xml in both processes, frames
 arrive and are answered; without it, Fast DDS's defaults lose them and /diagnostics must say so.
 
 Every process here is stopped with SIGINT, so Fast DDS removes its shared-memory files itself; the

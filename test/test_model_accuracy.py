@@ -121,7 +121,8 @@ def e2e_rate(tmp_path_factory: pytest.TempPathFactory) -> float:
         dets = json.loads(line)
         assert isinstance(dets, list)
         for d in dets:
-            assert set(d) == {"class", "score", "bbox"} and d["class"] in CLASS_NAMES
+            assert set(d) == {"class", "score", "bbox", "bbox_format"} and d["class"] in CLASS_NAMES
+            assert d["bbox_format"] == "xyxy_source_pixels"  # what count_matches reads it as
         total += len(cls)
         matched += count_matches(boxes, cls, dets)
     return matched / total

@@ -66,7 +66,7 @@ def test_config_fills_metadata_next_to_model(tmp_path: Path) -> None:
     cfg = params.validate_config(_files(tmp_path))
     assert cfg.metadata_path == str(tmp_path / "m.meta.yaml")
     assert cfg.ort_providers == ("CPUExecutionProvider",)
-    assert cfg.confidence_threshold == 0.25 and cfg.qos_depth == 1
+    assert cfg.confidence_threshold == 0.25 and cfg.qos_depth == 5
 
 
 def test_missing_files_are_parameter_errors(tmp_path: Path) -> None:

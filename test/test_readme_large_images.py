@@ -155,8 +155,19 @@ def test_launch_snippet_gives_later_processes_the_profile(tmp_path: Path, ros_en
     assert seen.read_text() == profile
 
 
-def test_launch_file_takes_dds_profile() -> None:
+def test_launch_file_takes_dds_profile(tmp_path: Path) -> None:
+    # the launch file declares the argument and hands it to launch_args.dds_profile, which resolves it to
+    # the file whose path goes into the node's FASTDDS_DEFAULT_PROFILES_FILE
+    from dla_infer_node.ros import launch_args
+
     text = (REPO / "launch" / "dla_infer.launch.py").read_text()
-    if "dds_profile" not in text:
-        pytest.skip("the dds_profile launch argument is added at merge (issue 23, launch files)")
-    assert "large_images" in text and "FASTDDS_DEFAULT_PROFILES_FILE" in text
+    assert 'DeclareLaunchArgument("dds_profile"' in text and "launch_args.dds_profile(" in text
+    assert launch_args.DDS_PROFILE_ENV == "FASTDDS_DEFAULT_PROFILES_FILE"
+    shipped = launch_args.dds_profile("large_images", str(REPO / "config"))
+    assert shipped == str((REPO / "config" / "fastdds_large_images.xml").resolve())
+    own = tmp_path / "mine.xml"
+    own.write_text("<dds/>")
+    assert launch_args.dds_profile(str(own), str(REPO / "config")) == str(own.resolve())
+    assert launch_args.dds_profile("", str(REPO / "config")) == ""
+    with pytest.raises(launch_args.LaunchArgumentError, match="dds_profile:='nope.xml'"):
+        launch_args.dds_profile("nope.xml", str(REPO / "config"))

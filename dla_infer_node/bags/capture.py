@@ -1,6 +1,9 @@
 """Capture a topic (by default the node's ``detections``) to an MCAP bag or a JSON summary.
 
-    capture --topic detections --out FILE.mcap|FILE.json (--duration S | --count N)
+    capture --topic detections --out FILE.mcap|FILE.json (--duration S | --count N [--timeout S])
+
+Exit status 1, with one line on stderr, when nothing was recorded, or when ``--count N`` was not reached
+(within ``--duration``, else ``--timeout``, default 60 s); what did arrive is still written.
 
 The subscription is raw: the serialized bytes are kept as received (and written to the MCAP unchanged, in
 rosbag2's conventions, so ``ros2 bag play``/``replay`` can play them back) and deserialized once for the
@@ -25,6 +28,7 @@ from typing import Any
 from dla_infer_node.core.errors import DlaInferError, ParameterError
 
 DEFAULT_TYPE = "vision_msgs/msg/Detection2DArray"
+DEFAULT_COUNT_TIMEOUT_S = 60.0  # --count without --duration: a silent topic must not block forever
 
 
 @dataclass(frozen=True)
@@ -216,12 +220,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--out", type=Path, required=True, help="FILE.json (summary), FILE.mcap or a bag directory"
     )
     ap.add_argument("--duration", type=float, default=None, help="stop after S seconds")
-    ap.add_argument("--count", type=int, default=None, help="stop after N messages")
+    ap.add_argument("--count", type=int, default=None,
+                    help="stop after N messages; fewer within --duration or --timeout: exit 1")
+    ap.add_argument("--timeout", type=float, default=DEFAULT_COUNT_TIMEOUT_S,
+                    help=f"with --count and no --duration: give up after S seconds "
+                         f"(default {DEFAULT_COUNT_TIMEOUT_S:g})")
     ap.add_argument("--reliability", choices=("reliable", "best_effort"), default="reliable")
     ap.add_argument("--depth", type=int, default=100)
     args = ap.parse_args(tool_args)
     if args.duration is None and args.count is None:
         ap.error("give --duration S and/or --count N")
+    if (args.count is not None and args.count < 1) or args.timeout <= 0:
+        ap.error("--count and --timeout must be positive")
+    limit = args.duration if args.duration is not None else args.timeout
     stop = threading.Event()
     try:
         rec = Recorder(
@@ -233,14 +244,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        rec.wait(count=args.count, duration=args.duration, stop=stop)
+        rec.wait(count=args.count, duration=limit, stop=stop)
         records = rec.snapshot()
     finally:
         rec.close()
     if args.count is not None:
         records = records[: args.count]
     write_output(args.out, records, rec.resolved_topic, args.type)
-    print(f"capture: {len(records)} messages on {rec.resolved_topic} -> {args.out}", file=sys.stderr)
+    return _verdict(len(records), args.count, rec.resolved_topic, args.out, limit, stop.is_set())
+
+
+def _verdict(got: int, count: int | None, topic: str, out: Path, limit: float, interrupted: bool) -> int:
+    """The closing line on stderr and the exit status: 1 when nothing, or fewer than --count, came."""
+    if got == 0:
+        print(f"capture: no message on {topic} within {limit:g} s (wrote an empty {out}; "
+              f"check the topic name and that its publisher runs)", file=sys.stderr)
+        return 1
+    if count is not None and got < count and not interrupted:
+        print(f"capture: only {got} of {count} messages on {topic} within {limit:g} s -> {out}",
+              file=sys.stderr)
+        return 1
+    print(f"capture: {got} messages on {topic} -> {out}", file=sys.stderr)
     return 0
 
 

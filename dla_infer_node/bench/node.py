@@ -68,6 +68,7 @@ from typing import Any
 import numpy as np
 
 from dla_infer_node.bench.node_roles import FRAME_COUNTERS, PEERS, ROLES, H, W
+from dla_infer_node.bench.role_stop import stop_all
 
 
 def _env() -> dict[str, str]:
@@ -94,24 +95,6 @@ def _await_ready(procs: dict[str, subprocess.Popen[bytes]], tmp: Path, roles: tu
             return f"{', '.join(late)} not ready after {deadline_s:.0f} s"
         time.sleep(0.05)
     return ""
-
-
-def _stop_all(procs: dict[str, subprocess.Popen[bytes]], grace_s: float = 30.0) -> dict[str, int | str]:
-    """SIGINT every role still running; one still there ``grace_s`` later dumps its threads and is killed."""
-    for p in procs.values():
-        if p.poll() is None:
-            p.send_signal(signal.SIGINT)
-    rcs: dict[str, int | str] = {}
-    for role, p in procs.items():
-        try:
-            rcs[role] = p.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            p.send_signal(signal.SIGUSR1)  # faulthandler: every thread's stack goes to the role's log
-            time.sleep(1.0)
-            p.kill()
-            p.wait()
-            rcs[role] = "hung after SIGINT (stacks in its log), killed"
-    return rcs
 
 
 def _round(args: argparse.Namespace, env: dict[str, str], tmp: Path, warnings: list[str]
@@ -150,7 +133,7 @@ def _round(args: argparse.Namespace, env: dict[str, str], tmp: Path, warnings: l
                 problem = "the publisher did not finish its stream"
             time.sleep(2.0)  # in-flight frames and one more diagnostics period
     finally:
-        rcs = _stop_all(procs)
+        rcs = stop_all(procs, logs={role: tmp / f"{role}.log" for role in procs})
     for role in PEERS:
         if isinstance(rcs.get(role), str) and (tmp / f"{role}.json").exists():
             warnings.append(f"{role}: result saved, then {rcs[role]}")

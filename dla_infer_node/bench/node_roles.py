@@ -193,11 +193,11 @@ def role_node(args: argparse.Namespace) -> int:
     instance: list[Any] = []
     on_image = node_module.DlaInferNode._on_image
 
-    def on_image_noting_arrival(self: Any, raw: bytes, info: Any) -> None:
+    def on_image_noting_arrival(self: Any, raw: bytes) -> None:
         _note_arrival(arrivals, raw)  # exactly what the bare subscriber does, at the same point
         if not instance:
             instance.append(self)
-        on_image(self, raw, info)
+        on_image(self, raw)
 
     node_module.DlaInferNode._on_image = on_image_noting_arrival  # type: ignore[method-assign]
     reliability = os.environ.get("BENCH_RELIABILITY", "best_effort")

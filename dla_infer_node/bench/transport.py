@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from dla_infer_node.bench.node import _stop_all
+from dla_infer_node.bench.role_stop import stop_all
 from dla_infer_node.bench.transport_roles import SIZES, LoopbackNetns, ShmLedger, role_publisher
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,7 +95,7 @@ def run_cell(cell: dict[str, Any], args: argparse.Namespace, env: dict[str, str]
             if procs["publisher"].poll() is None:
                 problem = "publisher did not finish"
         finally:
-            rcs = _stop_all(procs, grace_s=20.0)
+            rcs = stop_all(procs, grace_s=20.0)
         out: dict[str, Any] = dict(cell)
         try:
             pub = json.loads((tmp / "publisher.json").read_text())

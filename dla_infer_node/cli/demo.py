@@ -179,6 +179,10 @@ def report(args: argparse.Namespace, out: Path, reader: Any, topic: Any, frames:
     gt_path = Path(str(args.bag).rstrip("/") + ".ground_truth.json")
     gt = rep.load_ground_truth(json.loads(gt_path.read_text())) if gt_path.is_file() else None
     classes = list(gt.classes) if gt else sorted(rep.per_class(frames))
+    # whole-run rates: the node's own input_fps/output_fps are per diagnostics period, and the last
+    # period (after the replay ended) reads 0
+    fps_in, fps_out = rep.rate_hz(list(image_rx.values())), rep.rate_hz([f.det_receive_ns for f in frames])
+    numbers = {**rep.as_numbers(counters), "input_fps": fps_in, "output_fps": fps_out}
     rows = [("frames in the bag (published by replay)", str(topic.message_count)),
             ("frames received by the node", counters.get("frames_in", "?")),
             ("frames processed (detections published)", counters.get("frames_processed", "?")),
@@ -191,7 +195,8 @@ def report(args: argparse.Namespace, out: Path, reader: Any, topic: Any, frames:
     node_p95 = float(counters.get("latency_ms_p95", "nan"))
     rows += [("latency end-to-end p50 / p95 [ms]",
               f"{rep.percentile(lat, 50):.1f} / {rep.percentile(lat, 95):.1f}"),
-             ("latency in the node p50 / p95 [ms]", f"{node_p50:.1f} / {node_p95:.1f}")]
+             ("latency in the node p50 / p95 [ms]", f"{node_p50:.1f} / {node_p95:.1f}"),
+             ("rate in / out over the replay [fps]", f"{fps_in:.1f} / {fps_out:.1f}")]
     if gt is not None:
         tp, n_det, n_gt = rep.match_counts(frames, gt)
         rows.append(("ground truth found (IoU>=0.5, class)", f"{tp}/{n_gt} = {tp / max(n_gt, 1):.1%}"))
@@ -204,17 +209,19 @@ def report(args: argparse.Namespace, out: Path, reader: Any, topic: Any, frames:
     msg_type = import_message_type(topic.type)
     msgs = list(reader.messages([topic.name]))
     picks = np.linspace(0, len(msgs) - 1, num=min(args.sheet, len(msgs))).round().astype(int) if msgs else []
-    tiles: list[tuple[np.ndarray, rep.FrameResult | None, str]] = []
+    tiles: list[tuple[np.ndarray, rep.FrameResult | None, str, int]] = []
     for i in sorted({int(p) for p in picks}):
         msg = deserialize_message(msgs[i].data, msg_type)
         view, encoding = frame_from_msg(msg)
-        hit = by_stamp.get(msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec)
-        caption = f"frame {i}: " + (f"{len(hit.names)} detections" if hit else "not processed")
-        tiles.append((to_bgr8(view, encoding), hit, caption))
+        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        tiles.append((to_bgr8(view, encoding), by_stamp.get(stamp), f"frame {i}", stamp))
     sheet = rep.write_png(out / "contact_sheet.png", rep.contact_sheet(tiles, classes, gt))
     hist = rep.write_png(out / "latency_histogram.png", rep.histogram(
         lat, f"end-to-end latency, image received -> detections received ({len(lat)} frames)"))
-    summary = {"bag": str(args.bag), "topic": topic.name, "counters": counters,
+    summary = {"bag": str(args.bag), "topic": topic.name, "counters": numbers,
+               "fps": {"definition": "messages per second from the first to the last one received, over "
+                                     "the whole replay (images: demo listener; detections: capture)",
+                       "input": fps_in, "output": fps_out},
                "detections_per_class": dict(rep.per_class(frames)), "arrays": len(frames),
                "latency_ms": {"definition": "detections receive - image receive (host wall clock)",
                               "p50": rep.percentile(lat, 50), "p95": rep.percentile(lat, 95), "samples": lat}}

@@ -1,8 +1,10 @@
 """See the detector work before ROS: ``python -m dla_infer_node.cli.detect IMAGE... [--json] [--out DIR]``.
 
 With ``--json`` stdout carries exactly one JSON list per image, one line each, in argument order:
-``[{"class": str, "score": float, "bbox": [x1, y1, x2, y2]}, ...]`` in source pixels. Annotated copies go
-to ``--out`` as ``<stem>_det.png``. Errors print one line (``error: [stage] ...``) on stderr, exit code 2.
+``[{"class": str, "score": float, "bbox": [x1, y1, x2, y2], "bbox_format": "xyxy_source_pixels"}, ...]``:
+top-left and bottom-right corners in pixels of the image as read (not the network's letterboxed input).
+Annotated copies go to ``--out`` as ``<stem>_det.png``. Errors print one line (``error: [stage] ...``)
+on stderr, exit code 2.
 """
 
 from __future__ import annotations
@@ -15,11 +17,17 @@ from pathlib import Path
 
 from dla_infer_node.core.errors import DlaInferError, InputError
 
+# what "bbox" means, stated in every --json item so a reader of the output alone cannot misread it
+BBOX_FORMAT = "xyxy_source_pixels"
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="detect", description=__doc__.splitlines()[0])
     p.add_argument("images", nargs="+", metavar="IMAGE", help="image files (read with OpenCV, as bgr8)")
-    p.add_argument("--json", action="store_true", help="one JSON list of detections per image per line")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON list of detections per image per line: {class, score, bbox, bbox_format}; "
+                        f"bbox_format is '{BBOX_FORMAT}': bbox = [x1, y1, x2, y2], the top-left and "
+                        "bottom-right corners in pixels of the source image")
     p.add_argument("--out", metavar="DIR", help="write annotated images (<stem>_det.png) here")
     p.add_argument("--model", metavar="META_YAML", default="",
                    help="model metadata YAML (default: the shipped models/shapes_yolo.meta.yaml)")
@@ -65,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
             dets = detector.detect(image, "bgr8")
             items = dets.to_list(detector.classes)
             if args.json:
-                print(json.dumps(items), flush=True)
+                print(json.dumps([{**it, "bbox_format": BBOX_FORMAT} for it in items]), flush=True)
             else:
                 print(f"{name}: {len(items)} detection(s)")
                 for it in items:

@@ -55,6 +55,10 @@ class FrameInference:
     def start(self) -> None:
         self._worker.start()
 
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until the frame in hand (and one waiting) has been answered; True if idle in time."""
+        return self._worker.wait_idle(timeout)
+
     def submit(self, raw: bytes) -> None:
         """Never blocks: the newest frame replaces one still waiting (counted as dropped)."""
         self._worker.submit((raw, time.monotonic()))

@@ -8,11 +8,14 @@ spaces, trailing slashes) or refused with one line naming the launch argument.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from dla_infer_node.core.errors import DlaInferError
 
 EXIT_BAD_PARAMETER = 2  # dla_infer_node.ros.node.main: an invalid parameter
 EXIT_FAULT = 1          # a backend that cannot start, or a fatal accelerator fault
+DDS_PROFILE_ENV = "FASTDDS_DEFAULT_PROFILES_FILE"
+SHIPPED_DDS_PROFILES = {"large_images": "fastdds_large_images.xml"}
 
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -51,6 +54,18 @@ def namespace(value: str, name: str = "namespace") -> str:
         raise LaunchArgumentError(name, value, "empty (no namespace) or '/'-separated tokens of letters, "
                                   "digits and '_', each not starting with a digit")
     return "/" + ns if ns else ""
+
+
+def dds_profile(value: str, config_dir: str, name: str = "dds_profile") -> str:
+    """The Fast DDS profile file for ``value``: '' for none, a shipped profile's name, or an existing file."""
+    value = value.strip()
+    if not value:
+        return ""
+    path = Path(config_dir) / SHIPPED_DDS_PROFILES[value] if value in SHIPPED_DDS_PROFILES else Path(value)
+    if not path.is_file():
+        raise LaunchArgumentError(name, value, "empty, " + ", ".join(repr(k) for k in SHIPPED_DDS_PROFILES)
+                                  + f" or the path of an existing Fast DDS XML file ({path} is not a file)")
+    return str(path.resolve())
 
 
 def exit_reason(node_name: str, returncode: int | None) -> str | None:

@@ -25,6 +25,7 @@ class DetectionOutputs:
         self.debug_enabled = debug_enabled
         self.debug_images = 0
         self._class_id_mode = class_id_mode
+        self._node = node
         self._det_pub = node.create_publisher(Detection2DArray, "detections", 10)
         self._label_pub = node.create_publisher(LabelInfo, "label_info", latched_qos())
         # an overlay is a sensor-style stream: best effort, never holding the worker back
@@ -40,3 +41,8 @@ class DetectionOutputs:
             canvas = draw_detections(frame, encoding, dets, self.classes)
             self._debug_pub.publish(ros_convert.bgr8_image(canvas, header))
             self.debug_images += 1  # only the worker thread writes it
+
+    def close(self) -> None:
+        """Withdraw the output topics (the lifecycle node's deactivate): nothing is published after it."""
+        for pub in (self._det_pub, self._label_pub, self._debug_pub):
+            self._node.destroy_publisher(pub)

@@ -111,3 +111,10 @@ def params_file_problem(argv: Sequence[str]) -> str | None:
             except ValueError as exc:
                 return f"parameters file {argv[i + 1]!r}: {exc}"
     return None
+
+
+def given_value(node: Node, name: str) -> Any:
+    """The validated value given for ``name`` at start (``-p``/params file), or its default, before any
+    parameter is declared: what a process-level choice (the executor) needs before the node configures."""
+    override = getattr(node, "_parameter_overrides", {}).get(name)
+    return validate_value(name, override.value) if override is not None else SPECS[name].default

@@ -149,7 +149,10 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               "accepted for input_transport 'compressed' (OpenCV would also decode BMP, TIFF, PNM..., whose "
               "headers are not checked).", min=1, max=1 << 30),
     _s("qos_reliability", "best_effort", "Reliability of the image subscription.", choices=QOS_RELIABILITIES),
-    ParamSpec("qos_depth", "integer", 1, "History depth of the image subscription (keep last N).",
+    ParamSpec("qos_depth", "integer", 5, "History depth of the image subscription (keep last N). More than 1 "
+              "so a large frame arriving while the executor is busy does not overwrite one not yet taken "
+              "(measured: 1080p at 30 Hz, 89/90 at depth 1, 90/90 at 5); the worker still infers only the "
+              "newest.",
               min=1, max=100),
     ParamSpec("debug_image", "bool", True, "Publish 'debug_image' (bgr8 overlay); it is rendered only while "
               "the topic has subscribers. Changeable at run time.", read_only=False),
