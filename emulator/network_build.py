@@ -84,8 +84,13 @@ def calibration_frames(count: int, first_seed: int = CALIB_FIRST_SEED) -> Iterat
 
 def int8_network(work: Path, frames: int = 24, onnx_path: Path = MODEL) -> tuple[bytes, dict[str, float]]:
     """(QDQ ONNX bytes, int8 scale per I/O tensor name). Cached in ``work`` by source sha and frames."""
-    from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType
-    from onnxruntime.quantization import quantize_static
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
 
     src = onnx_path.read_bytes()
     tag = f"{hashlib.sha256(src).hexdigest()[:16]}_{frames}"
@@ -147,7 +152,8 @@ def network_artifact(directory: Path, precision: str, in_fmt: str, out_fmt: str,
     in_dt = precision
     out_dt = "fp16" if precision == "fp16" or out_fmt == "chw16" else "int8"
     inp = EmuTensor("images", in_fmt, in_dt, (1, 3, h, w), scales.get("images") if in_dt == "int8" else None)
-    outs, logical = [], {"images": [1, 3, h, w]}
+    outs: list[EmuTensor] = []
+    logical: dict[str, Sequence[int]] = {"images": [1, 3, h, w]}
     for o in model["outputs"]:
         n, c, oh, ow = o["shape"]
         v = {"chw16": 16, "chw32": 32}.get(out_fmt, 1)
@@ -162,11 +168,14 @@ def network_artifact(directory: Path, precision: str, in_fmt: str, out_fmt: str,
                           network_params(precision, network), source)
 
 
-def build_all(directory: Path, precisions: Sequence[str] = ("fp16", "int8"), only: tuple[str, str] | None = None,
-              calib_frames: int = 24) -> list[Any]:
+def build_all(directory: Path, precisions: Sequence[str] = ("fp16", "int8"),
+              only: tuple[str, str] | None = None, calib_frames: int = 24) -> list[Any]:
     arts = []
     for prec in precisions:
-        net, scales = (fp16_network(), None) if prec == "fp16" else int8_network(directory / "work", calib_frames)
+        if prec == "fp16":
+            net, scales = fp16_network(), None
+        else:
+            net, scales = int8_network(directory / "work", calib_frames)
         for in_fmt, out_fmt in FP16_VARIANTS if prec == "fp16" else INT8_VARIANTS:
             if only is None or only == (in_fmt, out_fmt):
                 arts.append(network_artifact(directory, prec, in_fmt, out_fmt, net, scales))

@@ -1,7 +1,8 @@
 """DLA EMULATOR (test infrastructure): the host side of the ``network`` program -- runs the network an
 emulated loadable embeds with ONNX Runtime, reading and writing the task's tensors in their DLA layouts.
 
-    python -m emulator.network_host MODULE [ARGS...]     # e.g. dla_infer_node.cli.evaluate --backend cudla ...
+    python -m emulator.network_host MODULE [ARGS...]
+    # e.g. python -m emulator.network_host dla_infer_node.cli.evaluate --backend cudla --artifact X.yaml
 
 loads the emulator (``DLA_EMULATOR_LIB``, default emulator/build/libcudla.so.1) before cuda.bindings.cudla
 binds, registers the callback, then runs MODULE as ``__main__``. In-process: :func:`install`.

@@ -166,5 +166,34 @@ def test_int8_map50_within_2_points_of_fp32(emu: Any, cuda: Any, host: Any, netw
     art = nb.network_artifact(artifacts_dir, "int8", in_fmt, out_fmt, networks["int8"], networks["scales"])
     be = CudlaBackend(load_artifact(art.sidecar), cuda=cuda, preprocess_device="gpu")
     _, got = collect(be, meta, scenes, EVAL_FIRST_SEED)
-    fp32, int8 = score(gts, ref, meta.classes, EVAL_FIRST_SEED), score(gts, got, meta.classes, EVAL_FIRST_SEED)
+    fp32 = score(gts, ref, meta.classes, EVAL_FIRST_SEED)
+    int8 = score(gts, got, meta.classes, EVAL_FIRST_SEED)
     assert abs(fp32.map50 - int8.map50) <= 0.02, f"mAP50 fp32 {fp32.map50:.4f} vs int8 {int8.map50:.4f}"
+
+
+@pytest.mark.gpu_only
+def test_documented_commands(emu: Any, tmp_path: Path) -> None:
+    """emulator/README.md: `make eval-dla-emulated` (tiny run) and the network_host wrapper of evaluate."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, DLA_EMULATOR_LIB=str(emu.path), PYTHON=sys.executable,
+               PYTHONPATH=str(root),
+               LD_LIBRARY_PATH=f"{emu.path.parent}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+    out = tmp_path / "acc.json"
+    if shutil.which("make"):
+        proc = subprocess.run(["make", "-s", "eval-dla-emulated", "EVAL_DLA_SCENES=3", f"EVAL_DLA_OUT={out}",
+                               f"EVAL_DLA_ARGS=--only chw32 chw32 --build-dir {tmp_path / 'b'}"],
+                              cwd=root, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        rows = __import__("json").loads(out.read_text())["rows"]
+        assert [r["precision"] for r in rows] == ["fp32", "int8"] and "network_int8_chw32" in proc.stdout
+    art = nb.network_artifact(tmp_path, "fp16", "chw16", "chw16", nb.fp16_network())
+    proc = subprocess.run([sys.executable, "-m", "emulator.network_host", "dla_infer_node.cli.evaluate",
+                           "--backend", "cudla", "--artifact", str(art.sidecar), "--preprocess-device", "gpu",
+                           "--scenes", "3"], cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1].startswith("mAP50=")

@@ -109,8 +109,9 @@ def collect(backend: Any, meta: Any, scenes: int, first_seed: int = EVAL_FIRST_S
     return gts, dets
 
 
-def score(gts: Sequence[tuple[np.ndarray, np.ndarray]], dets: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
-          classes: Sequence[str], first_seed: int) -> EvalResult:
+def score(gts: Sequence[tuple[np.ndarray, np.ndarray]],
+          dets: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], classes: Sequence[str],
+          first_seed: int) -> EvalResult:
     m50, m5095, per_class = coco_map(gts, dets, classes)
     return EvalResult(m50, m5095, per_class, len(gts), sum(len(g[1]) for g in gts),
                       (first_seed, first_seed + len(gts)))
@@ -125,7 +126,8 @@ def backend_settings(metadata_path: str = "", onnx_path: str = "", threads: int 
     loadable = ""
     if backend == "cudla":
         if not artifact_path:
-            raise ParameterError("artifact", "", "a DLA artifact sidecar (<model>.loadable.yaml) with --backend cudla")
+            raise ParameterError("artifact", "",
+                                 "a DLA artifact sidecar (<model>.loadable.yaml) with --backend cudla")
         from dla_infer_node.artifact.sidecar import load_artifact
 
         loadable = str(load_artifact(artifact_path).loadable_path)
@@ -137,7 +139,8 @@ def backend_settings(metadata_path: str = "", onnx_path: str = "", threads: int 
 def evaluate(metadata_path: str = "", onnx_path: str = "", scenes: int = 500,
              first_seed: int = EVAL_FIRST_SEED, width: int = 640, height: int = 480,
              threads: int = 0, conf_threshold: float = 0.001, iou_threshold: float = 0.6,
-             backend: str = "onnxruntime", artifact_path: str = "", preprocess_device: str = "cpu") -> EvalResult:
+             backend: str = "onnxruntime", artifact_path: str = "",
+             preprocess_device: str = "cpu") -> EvalResult:
     """Run the pipeline (the chosen backend, as the node opens it) on ``scenes`` scenes and score it."""
     from dla_infer_node.backends.factory import open_backend
 
@@ -175,14 +178,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=0, help="ONNX Runtime threads (0: default)")
     p.add_argument("--write-meta", action="store_true", help="store the result in the metadata YAML")
     p.add_argument("--backend", choices=("onnxruntime", "cudla"), default="onnxruntime")
-    p.add_argument("--artifact", default="", help="DLA artifact sidecar (<model>.loadable.yaml), --backend cudla")
+    p.add_argument("--artifact", default="",
+                   help="DLA artifact sidecar (<model>.loadable.yaml), --backend cudla")
     p.add_argument("--preprocess-device", choices=("cpu", "gpu"), default="cpu", help="cudla input path")
     args = p.parse_args(argv)
     try:
         if args.write_meta and args.backend != "onnxruntime":
             raise ParameterError("write-meta", True, "only with --backend onnxruntime (the shipped figures)")
         r = evaluate(args.model, args.onnx, args.scenes, args.first_seed, threads=args.threads,
-                     backend=args.backend, artifact_path=args.artifact, preprocess_device=args.preprocess_device)
+                     backend=args.backend, artifact_path=args.artifact,
+                     preprocess_device=args.preprocess_device)
     except DlaInferError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
