@@ -171,6 +171,45 @@ def test_int8_map50_within_2_points_of_fp32(emu: Any, cuda: Any, host: Any, netw
     assert abs(fp32.map50 - int8.map50) <= 0.02, f"mAP50 fp32 {fp32.map50:.4f} vs int8 {int8.map50:.4f}"
 
 
+def test_node_worker_thread_runs_the_network(emu: Any, cuda: Any, host: Any, networks: dict[str, Any],
+                                            artifacts_dir: Path) -> None:
+    """The node's latest-frame worker (its own thread, as in the node) drives the cudla Detector; the
+    stand-in for the DDS graph test (no rclpy wheels on the GPU machine, see emulator/README.md)."""
+    from dla_infer_node.core.pipeline import Detector
+    from dla_infer_node.core.synth import generate_scene
+    from dla_infer_node.ros.worker import LatestFrameWorker
+
+    scenes, seed = _frames(emu.fake)
+    art = nb.network_artifact(artifacts_dir, "int8", "hwc4", "chw32", networks["int8"], networks["scales"])
+    be = CudlaBackend(load_artifact(art.sidecar), cuda=cuda, preprocess_device="cpu" if emu.fake else "gpu")
+    got: Dets = []
+    with Detector(be, be.metadata, 0.2, 0.6, max_detections=300) as det:
+        worker = LatestFrameWorker(lambda img: got.append(
+            (lambda d: (d.boxes, d.scores, d.class_ids))(det.detect(img, "rgb8")))).start()
+        try:
+            for s in range(seed, seed + scenes):
+                worker.submit(generate_scene(s, 640, 480).image)
+                assert worker.wait_idle(60.0), "worker did not finish a frame"
+        finally:
+            assert worker.stop()
+    assert worker.stats().failed == 0 and len(got) == scenes
+    assert match_ratio(ort_dets(networks["qdq_path"], scenes, seed), got) >= 0.99
+
+
+def test_network_build_command(tmp_path: Path) -> None:
+    """emulator/README.md: `python -m emulator.network_build --out DIR --precision fp16 --input chw16 ...`."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "emulator.network_build", "--out", str(tmp_path),
+                           "--precision", "fp16", "--input", "chw16", "--output", "chw16"],
+                          cwd=root, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    art = load_artifact(Path(proc.stdout.split()[-1]))
+    assert art.emulated and art.source_model["sha256"] and [t.format for t in art.outputs] == ["chw16"] * 3
+
+
 @pytest.mark.gpu_only
 def test_documented_commands(emu: Any, tmp_path: Path) -> None:
     """emulator/README.md: `make eval-dla-emulated` (tiny run) and the network_host wrapper of evaluate."""
@@ -181,7 +220,7 @@ def test_documented_commands(emu: Any, tmp_path: Path) -> None:
 
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, DLA_EMULATOR_LIB=str(emu.path), PYTHON=sys.executable,
-               PYTHONPATH=str(root),
+               PYTHONPATH=os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p),
                LD_LIBRARY_PATH=f"{emu.path.parent}:{os.environ.get('LD_LIBRARY_PATH', '')}")
     out = tmp_path / "acc.json"
     if shutil.which("make"):
