@@ -236,3 +236,11 @@ def test_documented_commands(emu: Any, tmp_path: Path) -> None:
                            "--scenes", "3"], cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1].startswith("mAP50=")
+
+
+def test_evaluate_cudla_needs_an_artifact(capsys: pytest.CaptureFixture[str]) -> None:
+    from dla_infer_node.cli.evaluate import main
+
+    assert main(["--backend", "cudla", "--scenes", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "artifact" in err[0]
