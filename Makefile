@@ -12,7 +12,7 @@ PYTEST_ARGS ?= --timeout=600
 export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
 export ROS_LOCALHOST_ONLY := 1
 
-.PHONY: venv test demo bench bench-transport lint test-gpu bench-gpu clean
+.PHONY: venv test demo bench bench-transport lint test-gpu bench-gpu eval-dla-emulated clean
 
 venv:
 	@bash scripts/setup_env.sh
@@ -53,6 +53,18 @@ bench-gpu:
 	bash emulator/build.sh emulator/build >/dev/null
 	DLA_EMULATOR_LIB=$(CURDIR)/emulator/build/libcudla.so.1 LD_LIBRARY_PATH=$(CURDIR)/emulator/build$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} \
 	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $${PYTHON:-python3} -m dla_infer_node.bench.gpu --out $(GPU_BENCH_OUT)
+
+# Accuracy through the emulated DLA (GPU machine, system Python): the shipped model "compiled" to fp16 and int8
+# network loadables of the DLA EMULATOR (test infrastructure), every io format, real cuda.bindings.cudla path
+# with the GPU input path, side by side with ONNX Runtime fp32. Prints the table, writes the JSON.
+EVAL_DLA_SCENES ?= 100
+EVAL_DLA_OUT ?= bench/results/dla_emulated_accuracy.json
+EVAL_DLA_ARGS ?=
+eval-dla-emulated:
+	bash emulator/build.sh emulator/build >/dev/null
+	DLA_EMULATOR_LIB=$(CURDIR)/emulator/build/libcudla.so.1 LD_LIBRARY_PATH=$(CURDIR)/emulator/build$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} \
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $${PYTHON:-python3} -m emulator.eval_table \
+	  --scenes $(EVAL_DLA_SCENES) --out $(EVAL_DLA_OUT) $(EVAL_DLA_ARGS)
 
 clean:
 	rm -rf $(VENV) build/ install/ log/ .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -146,6 +146,13 @@ EMU_API uint64_t dlaEmuSubmitCount(void);   /* tasks submitted (DLA_EMU_FAULT_TA
 EMU_API uint64_t dlaEmuSubmitCalls(void);   /* cudlaSubmitTask calls (DLA_EMU_FAIL_SUBMIT_N) */
 EMU_API uint64_t dlaEmuRegisterCalls(void); /* cudlaMemRegister calls (DLA_EMU_FAIL_REGISTER_N) */
 EMU_API uint64_t dlaEmuTasksRun(void);
+/* Program "network": the host runs the network. The callback gets the whole loadable (records + params,
+ * so it reads the layouts itself) and the task's host copies of the inputs / outputs (descriptor sizes);
+ * it returns 0 on success. Runs on the CUDA driver's host-function thread: no CUDA calls inside. */
+typedef int (*dlaEmuNetworkFn)(void *user, const uint8_t *loadable, uint64_t loadable_size,
+                               uint8_t *const *inputs, uint8_t *const *outputs);
+EMU_API void dlaEmuSetNetworkCallback(dlaEmuNetworkFn fn, void *user);
+EMU_API uint64_t dlaEmuNetworkFailures(void); /* network tasks whose callback failed (outputs = 0xA5) */
 EMU_API const char *dlaEmuLastViolation(void);
 
 #ifdef __cplusplus

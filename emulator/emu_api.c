@@ -95,6 +95,7 @@ static void free_module(struct cudlaModule_t *m) {
         if (m->out_scratch[i]) d.mem_free_host(m->out_scratch[i]);
     }
     if (pushed) d.ctx_pop(&dummy);
+    free(m->blob);
     m->magic = 0;
     free(m);
 }
@@ -116,6 +117,17 @@ cudlaStatus cudlaModuleLoadFromMemory(const cudlaDevHandle devHandle, const uint
     char why[256] = "";
     cudlaStatus st = emu_parse_loadable(pModule, moduleSize, &m->l, why, sizeof(why));
     if (st != cudlaSuccess) { free(m); UNLOCK_RETURN(violation(st, "load: %s", why)); }
+    if (m->l.program == EMU_PROGRAM_NETWORK && !emu_network_ready()) {
+        free(m);
+        UNLOCK_RETURN(violation(cudlaErrorUnsupportedOperation, "load: program 'network' needs a host callback "
+                                "(dlaEmuSetNetworkCallback; emulator/network_host.py installs one)"));
+    }
+    if (m->l.program == EMU_PROGRAM_NETWORK) { /* the host callback reads the whole loadable per task */
+        m->blob = malloc(moduleSize);
+        if (!m->blob) { free(m); UNLOCK_RETURN(cudlaErrorOutOfResources); }
+        memcpy(m->blob, pModule, moduleSize);
+        m->blob_size = moduleSize;
+    }
     m->magic = MOD_MAGIC; m->dev = dev;
     CUcontext dummy;
     int ok = d.ctx_push(dev->ctx) == CUDA_SUCCESS;

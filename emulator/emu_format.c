@@ -128,7 +128,7 @@ cudlaStatus emu_parse_loadable(const uint8_t *blob, size_t size, emu_loadable *o
     out->num_inputs = rd32(blob + 16);
     out->num_outputs = rd32(blob + 20);
     uint32_t params_size = rd32(blob + 24);
-    if (out->program > EMU_PROGRAM_ORACLE || out->num_inputs == 0 || out->num_outputs == 0
+    if (out->program > EMU_PROGRAM_NETWORK || out->num_inputs == 0 || out->num_outputs == 0
         || out->num_inputs > EMU_MAX_TENSORS || out->num_outputs > EMU_MAX_TENSORS) {
         snprintf(why, why_len, "bad program or tensor counts");
         return cudlaErrorUmd;
@@ -181,6 +181,12 @@ cudlaStatus emu_parse_loadable(const uint8_t *blob, size_t size, emu_loadable *o
         }
         if (out->inputs[0].desc.c != 3) { snprintf(why, why_len, "oracle needs a 3-channel input");
                                           return cudlaErrorUmd; }
+    } else if (out->program == EMU_PROGRAM_NETWORK) {
+        uint64_t onnx_size = params_size >= EMU_NETWORK_PARAMS_HEAD ? rd64(r + 36) : 0;
+        if (params_size < EMU_NETWORK_PARAMS_HEAD || rd32(r) > 1 || onnx_size == 0
+            || onnx_size != params_size - EMU_NETWORK_PARAMS_HEAD) {
+            snprintf(why, why_len, "network params: bad precision or ONNX size"); return cudlaErrorUmd;
+        }
     } else if (params_size != 0) {
         snprintf(why, why_len, "echo takes no params"); return cudlaErrorUmd;
     }

@@ -18,7 +18,9 @@
 #define EMU_RECORD_SIZE 192u
 #define EMU_MAX_TENSORS 16u
 
-enum { EMU_PROGRAM_ECHO = 0, EMU_PROGRAM_ORACLE = 1 };
+enum { EMU_PROGRAM_ECHO = 0, EMU_PROGRAM_ORACLE = 1, EMU_PROGRAM_NETWORK = 2 };
+/* network params: u32 precision (0 fp16, 1 int8), u8 onnx_sha256[32], u64 onnx_size, onnx bytes */
+#define EMU_NETWORK_PARAMS_HEAD 44u
 enum { EMU_FMT_LINEAR = 0, EMU_FMT_HWC4 = 1, EMU_FMT_CHW16 = 2, EMU_FMT_CHW32 = 3 };
 enum { EMU_DT_FP16 = 0, EMU_DT_INT8 = 1 };
 enum { EMU_OUT_RAW = 0, EMU_OUT_FINAL = 1 };

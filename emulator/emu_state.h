@@ -27,6 +27,8 @@ struct cudlaModule_t {
     emu_loadable l;
     uint8_t *in_scratch[EMU_MAX_TENSORS], *out_scratch[EMU_MAX_TENSORS]; /* pinned (cuMemAllocHost) */
     int pending;                                                          /* tasks enqueued, not finished */
+    uint8_t *blob;                                                        /* copy of the loadable (network) */
+    size_t blob_size;
 };
 
 typedef struct reg {
@@ -82,5 +84,7 @@ struct cudlaDevHandle_t *find_dev(const cudlaDevHandle h);
 struct cudlaModule_t *valid_mod(const cudlaModule m);
 reg_t *find_reg(const struct cudlaDevHandle_t *dev, const uint64_t *handle);
 int dev_reg_count(const struct cudlaDevHandle_t *dev);
+int emu_network_ready(void);
+int emu_run_network(struct cudlaModule_t *m);
 
 #endif

@@ -30,6 +30,13 @@ static void CUDA_CB run_task(void *arg) {
         pthread_mutex_lock(&g_lock);
         m->dev->last_error = job->fault_status;
         pthread_mutex_unlock(&g_lock);
+    } else if (m->l.program == EMU_PROGRAM_NETWORK) {
+        if (emu_run_network(m) != 0) { /* the host failed: garbage out, and the DLA status says so */
+            for (uint32_t i = 0; i < m->l.num_outputs; i++) memset(m->out_scratch[i], 0xA5, m->l.outputs[i].desc.size);
+            pthread_mutex_lock(&g_lock);
+            m->dev->last_error = cudlaErrorUmd;
+            pthread_mutex_unlock(&g_lock);
+        }
     } else {
         emu_run_program(&m->l, m->in_scratch, m->out_scratch);
     }

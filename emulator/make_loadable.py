@@ -12,6 +12,10 @@ load it. Layout of the file (little-endian), as parsed by emulator/emu_format.c:
 * oracle params: u32 out_kind (0 raw heads, 1 final), num_classes, num_anchors, bgr, tolerance,
   min_size; f32 mean[3], std[3], logit_pos, logit_neg; u8 colours[nc][4] (R, G, B, 0); for raw heads
   u32 strides[num_outputs] and f32 anchors[num_outputs][num_anchors][2].
+* network params (:func:`network_params`): u32 precision (0 fp16, 1 int8), u8 sha256[32] of the embedded
+  ONNX, u64 onnx_size, the ONNX bytes (the "compiled" network: fp16-emulating or QDQ, see
+  emulator/network_build.py). The emulator hands the whole loadable to the host callback
+  (emulator/network_host.py), which runs it with ONNX Runtime.
 
 Strides are computed here from the layout rules of the DLA formats, independently of
 ``dla_infer_node.core.tensor_format``, so the tests cross-check the package's layout code.
@@ -30,7 +34,8 @@ from typing import Any
 
 MAGIC = b"DLAEMU1\0"
 VERSION = 1
-PROGRAMS = {"echo": 0, "oracle": 1}
+PROGRAMS = {"echo": 0, "oracle": 1, "network": 2}
+NETWORK_PRECISION = {"fp16": 0, "int8": 1}
 EMU_FORMAT = {"linear": 0, "hwc4": 1, "chw16": 2, "chw32": 3}
 EMU_DTYPE = {"fp16": 0, "int8": 1}
 DESC_FORMAT_CODE = {"linear": 9, "hwc4": 10, "chw16": 4, "chw32": 5}  # TensorRT TensorFormat values
@@ -117,9 +122,18 @@ class OracleParams:
         return out
 
 
+def network_params(precision: str, onnx_bytes: bytes) -> bytes:
+    """Params of a ``network`` loadable: the embedded ONNX the emulated DLA runs, named by its sha256."""
+    import hashlib
+
+    return (struct.pack("<I", NETWORK_PRECISION[precision]) + hashlib.sha256(onnx_bytes).digest()
+            + struct.pack("<Q", len(onnx_bytes)) + onnx_bytes)
+
+
 def build_loadable(program: str, inputs: Sequence[EmuTensor], outputs: Sequence[EmuTensor],
-                   oracle: OracleParams | None = None) -> bytes:
-    params = oracle.pack(len(outputs)) if program == "oracle" and oracle is not None else b""
+                   oracle: OracleParams | None = None, params: bytes = b"") -> bytes:
+    if program == "oracle" and oracle is not None:
+        params = oracle.pack(len(outputs))
     head = MAGIC + struct.pack("<6I", VERSION, PROGRAMS[program], len(inputs), len(outputs), len(params), 0)
     return head + b"".join(t.record() for t in (*inputs, *outputs)) + params
 
@@ -133,11 +147,13 @@ class EmulatedArtifact:
 
 def write_artifact(directory: str | Path, stem: str, program: str, inputs: Sequence[EmuTensor],
                    outputs: Sequence[EmuTensor], model: dict[str, Any], oracle: OracleParams | None = None,
-                   logical_shapes: dict[str, Sequence[int]] | None = None) -> EmulatedArtifact:
+                   logical_shapes: dict[str, Sequence[int]] | None = None, params: bytes = b"",
+                   source_model: dict[str, Any] | None = None) -> EmulatedArtifact:
     """Write ``<stem>.loadable`` and ``<stem>.loadable.yaml`` (the sidecar that artifact.sidecar reads).
 
     ``model`` is the ModelMetadata mapping; ``logical_shapes`` the model's shape per tensor name when it
-    differs from the descriptor's (padded channels, rank-3 outputs).
+    differs from the descriptor's (padded channels, rank-3 outputs); ``params`` the program's params
+    (network); ``source_model`` the sidecar's record of the ONNX the loadable was "compiled" from.
     """
     import hashlib
 
@@ -145,7 +161,7 @@ def write_artifact(directory: str | Path, stem: str, program: str, inputs: Seque
 
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    blob = build_loadable(program, inputs, outputs, oracle)
+    blob = build_loadable(program, inputs, outputs, oracle, params)
     loadable = d / f"{stem}.loadable"
     loadable.write_bytes(blob)
     shapes = logical_shapes or {}
@@ -164,7 +180,8 @@ def write_artifact(directory: str | Path, stem: str, program: str, inputs: Seque
         "loadable": loadable.name,
         "loadable_sha256": hashlib.sha256(blob).hexdigest(),
         "emulated": True,
-        "source_model": {"path": "(DLA EMULATOR test artifact)", "sha256": None, "revision": None},
+        "source_model": source_model or {"path": "(DLA EMULATOR test artifact)", "sha256": None,
+                                         "revision": None},
         "build": {"tool": "emulator/make_loadable.py (DLA EMULATOR)", "tensorrt_version": None,
                   "command": f"trtexec --onnx=model.onnx --useDLACore=0 --int8 --fp16 --buildDLAStandalone "
                              f"--inputIOFormats={iofmt_in} --outputIOFormats={iofmt_out} "

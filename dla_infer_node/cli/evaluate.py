@@ -1,6 +1,7 @@
 """Measure the detector's accuracy on held-out synthetic scenes with COCO-style mAP (pycocotools).
 
     evaluate [--model models/shapes_yolo.meta.yaml] [--scenes 500] [--first-seed N]
+    evaluate --backend cudla --artifact MODEL.loadable.yaml [--preprocess-device gpu] [--scenes N]
 
 It runs the package pipeline exactly as the node does (backend factory -> :class:`Detector` -> boxes in
 source pixels) on scenes from :func:`dla_infer_node.core.synth.generate_scene`, and prints, as its LAST line,
@@ -90,21 +91,13 @@ def coco_map(gts: Sequence[tuple[np.ndarray, np.ndarray]],
     return mean_valid(precision[0, :, :, 0, -1]), mean_valid(precision[:, :, :, 0, -1]), per_class
 
 
-def evaluate(metadata_path: str = "", onnx_path: str = "", scenes: int = 500,
-             first_seed: int = EVAL_FIRST_SEED, width: int = 640, height: int = 480,
-             threads: int = 0, conf_threshold: float = 0.001, iou_threshold: float = 0.6) -> EvalResult:
-    """Run the pipeline (ONNX Runtime backend) on ``scenes`` scenes and score it."""
-    from dla_infer_node.backends.factory import BackendSettings, open_backend
+def collect(backend: Any, meta: Any, scenes: int, first_seed: int = EVAL_FIRST_SEED, width: int = 640,
+            height: int = 480, conf_threshold: float = 0.001, iou_threshold: float = 0.6
+            ) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """Ground truth and detections (boxes in source pixels) of an opened backend on ``scenes`` scenes."""
     from dla_infer_node.core.pipeline import Detector
     from dla_infer_node.core.synth import generate_scene
 
-    if scenes < 1:
-        raise ParameterError("scenes", scenes, "an integer >= 1")
-    if first_seed < TRAIN_SEED_LIMIT:
-        raise ParameterError("first_seed", first_seed,
-                             f">= {TRAIN_SEED_LIMIT} (seeds below are training scenes)")
-    backend, meta = open_backend(BackendSettings(model_path=onnx_path, metadata_path=metadata_path,
-                                                 ort_threads=threads))
     gts: list[tuple[np.ndarray, np.ndarray]] = []
     dets: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     with Detector(backend, meta, conf_threshold, iou_threshold, max_detections=300) as detector:
@@ -113,9 +106,53 @@ def evaluate(metadata_path: str = "", onnx_path: str = "", scenes: int = 500,
             d = detector.detect(scene.image, "rgb8")
             gts.append((scene.boxes, scene.class_ids))
             dets.append((d.boxes, d.scores, d.class_ids))
-    m50, m5095, per_class = coco_map(gts, dets, meta.classes)
-    return EvalResult(m50, m5095, per_class, scenes, sum(len(g[1]) for g in gts),
-                      (first_seed, first_seed + scenes))
+    return gts, dets
+
+
+def score(gts: Sequence[tuple[np.ndarray, np.ndarray]],
+          dets: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], classes: Sequence[str],
+          first_seed: int) -> EvalResult:
+    m50, m5095, per_class = coco_map(gts, dets, classes)
+    return EvalResult(m50, m5095, per_class, len(gts), sum(len(g[1]) for g in gts),
+                      (first_seed, first_seed + len(gts)))
+
+
+def backend_settings(metadata_path: str = "", onnx_path: str = "", threads: int = 0,
+                     backend: str = "onnxruntime", artifact_path: str = "",
+                     preprocess_device: str = "cpu") -> Any:
+    """BackendSettings for evaluation; a cuDLA artifact sidecar names its loadable."""
+    from dla_infer_node.backends.factory import BackendSettings
+
+    loadable = ""
+    if backend == "cudla":
+        if not artifact_path:
+            raise ParameterError("artifact", "",
+                                 "a DLA artifact sidecar (<model>.loadable.yaml) with --backend cudla")
+        from dla_infer_node.artifact.sidecar import load_artifact
+
+        loadable = str(load_artifact(artifact_path).loadable_path)
+    return BackendSettings(backend=backend, model_path=onnx_path, metadata_path=metadata_path,
+                           loadable_path=loadable, artifact_path=artifact_path, ort_threads=threads,
+                           preprocess_device=preprocess_device)
+
+
+def evaluate(metadata_path: str = "", onnx_path: str = "", scenes: int = 500,
+             first_seed: int = EVAL_FIRST_SEED, width: int = 640, height: int = 480,
+             threads: int = 0, conf_threshold: float = 0.001, iou_threshold: float = 0.6,
+             backend: str = "onnxruntime", artifact_path: str = "",
+             preprocess_device: str = "cpu") -> EvalResult:
+    """Run the pipeline (the chosen backend, as the node opens it) on ``scenes`` scenes and score it."""
+    from dla_infer_node.backends.factory import open_backend
+
+    if scenes < 1:
+        raise ParameterError("scenes", scenes, "an integer >= 1")
+    if first_seed < TRAIN_SEED_LIMIT:
+        raise ParameterError("first_seed", first_seed,
+                             f">= {TRAIN_SEED_LIMIT} (seeds below are training scenes)")
+    opened, meta = open_backend(backend_settings(metadata_path, onnx_path, threads, backend, artifact_path,
+                                                 preprocess_device))
+    gts, dets = collect(opened, meta, scenes, first_seed, width, height, conf_threshold, iou_threshold)
+    return score(gts, dets, meta.classes, first_seed)
 
 
 def write_accuracy(metadata_path: Path, result: EvalResult) -> None:
@@ -140,9 +177,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--first-seed", type=int, default=EVAL_FIRST_SEED)
     p.add_argument("--threads", type=int, default=0, help="ONNX Runtime threads (0: default)")
     p.add_argument("--write-meta", action="store_true", help="store the result in the metadata YAML")
+    p.add_argument("--backend", choices=("onnxruntime", "cudla"), default="onnxruntime")
+    p.add_argument("--artifact", default="",
+                   help="DLA artifact sidecar (<model>.loadable.yaml), --backend cudla")
+    p.add_argument("--preprocess-device", choices=("cpu", "gpu"), default="cpu", help="cudla input path")
     args = p.parse_args(argv)
     try:
-        r = evaluate(args.model, args.onnx, args.scenes, args.first_seed, threads=args.threads)
+        if args.write_meta and args.backend != "onnxruntime":
+            raise ParameterError("write-meta", True, "only with --backend onnxruntime (the shipped figures)")
+        r = evaluate(args.model, args.onnx, args.scenes, args.first_seed, threads=args.threads,
+                     backend=args.backend, artifact_path=args.artifact,
+                     preprocess_device=args.preprocess_device)
     except DlaInferError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
