@@ -35,8 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from dla_infer_node.artifact import onnx_facts, trt_support
-from dla_infer_node.artifact.sidecar_writer import (PrecisionSource, build_doc, find_metadata,
-                                                    parse_io_formats, write_sidecar)
+from dla_infer_node.artifact.sidecar_writer import (
+    PrecisionSource,
+    build_doc,
+    find_metadata,
+    parse_io_formats,
+    write_sidecar,
+)
 from dla_infer_node.core.errors import ModelError
 
 CONVERT_MODULE = "dla_infer_node.artifact.convert"  # provides convert_fp16(src, dst) -> Path
@@ -95,10 +100,8 @@ def detect_version(trtexec: str | None = None) -> str:
 
 
 def _default_formats(precision: str, channels: int, n_out: int) -> tuple[str, str]:
-    if channels <= 4:
-        inp = f"{precision}:dla_hwc4"
-    else:
-        inp = "int8:chw32" if precision == "int8" else "fp16:chw16"
+    wide = "int8:chw32" if precision == "int8" else "fp16:chw16"
+    inp = f"{precision}:dla_hwc4" if channels <= 4 else wide
     return inp, ",".join(["fp16:chw16"] * n_out)
 
 
@@ -148,7 +151,8 @@ def plan_build(args: argparse.Namespace, run_convert: bool = True) -> BuildPlan:
     version = trt_support.format_version(trt_support.parse_version(version))
     ins, outs = onnx_facts.onnx_io(model)
     if len(ins) != 1 or len(ins[0].shape) != 4:
-        raise _fail(f"expected one NCHW image input, found {[(t.name, t.shape) for t in ins]}", model=str(model))
+        found = [(t.name, t.shape) for t in ins]
+        raise _fail(f"expected one NCHW image input, found {found}", model=str(model))
     din, dout = _default_formats(args.precision, ins[0].shape[1], len(outs))
     in_fmts = parse_io_formats(args.input_format or din, 1, "input")
     out_fmts = parse_io_formats(args.output_format or dout, len(outs), "output")
@@ -192,7 +196,8 @@ def sidecar_doc(plan: BuildPlan, args: argparse.Namespace, loadable: Path) -> di
 
 def sidecar_command(plan: BuildPlan, args: argparse.Namespace) -> str:
     """The ``dla_build sidecar`` call that records a loadable built elsewhere with ``plan.command``."""
-    argv = ["dla_build", "sidecar", str(Path(args.out)), f"--onnx={plan.onnx}", f"--trt-version={plan.version}",
+    argv = ["dla_build", "sidecar", str(Path(args.out)), f"--onnx={plan.onnx}",
+            f"--trt-version={plan.version}",
             f"--precision={plan.precision}", "--input-format=" + ",".join(f"{d}:{f}" for d, f in plan.inputs),
             "--output-format=" + ",".join(f"{d}:{f}" for d, f in plan.outputs), f"--dla-core={args.dla_core}"]
     if plan.source.kind == "calibration_cache":

@@ -47,7 +47,8 @@ def _load(path: str | Path) -> Any:
     try:
         return onnx.load(str(p), load_external_data=False)
     except Exception as exc:  # onnx raises DecodeError / ValueError / OSError for a bad file
-        raise ModelError(f"not a readable ONNX model: {exc}", call="onnx.load", params={"path": str(p)}) from exc
+        raise ModelError(f"not a readable ONNX model: {exc}", call="onnx.load",
+                         params={"path": str(p)}) from exc
 
 
 def _tensor(vi: Any) -> OnnxTensor:
@@ -133,7 +134,8 @@ def cache_scales(path: str | Path) -> dict[str, float]:
         try:
             out[name.strip()] = struct.unpack(">f", bytes.fromhex(hexbits.strip()))[0]
         except ValueError as exc:
-            raise ModelError(f"bad cache line {line!r}", call="cache_scales", params={"path": str(p)}) from exc
+            raise ModelError(f"bad cache line {line!r}", call="cache_scales",
+                             params={"path": str(p)}) from exc
     return out
 
 

@@ -63,7 +63,8 @@ def parse_io_formats(spec: str, count: int, side: str) -> list[tuple[str, str]]:
             raise ModelError(f"{side} format {e!r}: chw16 holds fp16, chw32 holds int8",
                              call="parse_io_formats", params={"spec": spec})
         if side == "output" and fmt == "dla_hwc4":
-            raise ModelError("dla_hwc4 is an input-only format", call="parse_io_formats", params={"spec": spec})
+            raise ModelError("dla_hwc4 is an input-only format", call="parse_io_formats",
+                             params={"spec": spec})
         out.append((dtype, fmt))
     return out
 
@@ -87,7 +88,8 @@ def find_metadata(model: Path, given: str | Path | None = None) -> Path:
     for t in tries:
         if t.is_file():
             return t
-    raise ModelError(f"no model metadata found (looked for {', '.join(str(t) for t in dict.fromkeys(tries))})",
+    looked = ", ".join(str(t) for t in dict.fromkeys(tries))
+    raise ModelError(f"no model metadata found (looked for {looked})",
                      call="find_metadata", params={"model": str(model)},
                      hint="pass --metadata META.yaml (input, decoder, outputs, classes)")
 
@@ -179,12 +181,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--onnx", required=True, help="the model it was compiled from (fp32 source)")
     parser.add_argument("--trt-version", required=True, help="TensorRT that built it, e.g. 10.3 or 11.4.1")
     parser.add_argument("--precision", choices=("fp16", "int8"), required=True)
-    parser.add_argument("--input-format", help="trtexec spelling, e.g. int8:dla_hwc4 (default from precision)")
+    parser.add_argument("--input-format", help="e.g. int8:dla_hwc4 (default from precision)")
     parser.add_argument("--output-format", help="trtexec spelling, e.g. fp16:chw16 (one, or one per output)")
     parser.add_argument("--calibration-cache", help="10.x int8: the cache the loadable was built with")
     parser.add_argument("--qdq-onnx", help="11.x int8: the Q/DQ ONNX the loadable was built from")
     parser.add_argument("--built-from", help="the ONNX trtexec read, when not --onnx (e.g. an fp16 ONNX)")
-    parser.add_argument("--command", dest="trtexec_command", help="the exact trtexec command (default: the one compile would run)")
+    parser.add_argument("--command", dest="trtexec_command",
+                        help="the exact trtexec command (default: the one compile would run)")
     parser.add_argument("--revision", help="model revision (default: git describe of the model's folder)")
     parser.add_argument("--metadata", help="model metadata YAML (default: <model>.meta.yaml)")
     parser.add_argument("--dla-core", type=int, default=0)

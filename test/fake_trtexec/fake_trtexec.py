@@ -125,7 +125,7 @@ def write(model: object, opts: dict[str, str], scales: dict[str, float], argv: l
         if len(entries) != len(values):
             return f"{len(entries)} io formats for {len(values)} tensors"
         out = []
-        for v, e in zip(values, entries):
+        for v, e in zip(values, entries, strict=False):
             dtype, _, fmt = e.partition(":")
             name = v.name  # type: ignore[attr-defined]
             if dtype == "int8" and name not in scales:
