@@ -133,6 +133,7 @@ def _typed_source(args: argparse.Namespace, model: Path, out: Path, run_convert:
         except ModuleNotFoundError as exc:
             raise _fail(f"fp16 on TensorRT 11.4.1+ needs an fp16-typed ONNX and {CONVERT_MODULE} "
                         f"(dla_build convert) is not installed to make one from the fp32 {model}") from exc
+        dst.parent.mkdir(parents=True, exist_ok=True)
         dst = Path(convert.convert_fp16(model, dst))
         notes.append(f"building from the fp16-typed ONNX {dst} (converted from {model})")
     else:
