@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from _build_fixtures import FAKES, IN_SCALE, copy_model, fake_env, write_cache, write_fp16, write_qdq
+
 from dla_infer_node.artifact import build_cli, onnx_facts, trt_support
 from dla_infer_node.artifact.sidecar import load_artifact
 from dla_infer_node.backends import cudla_errors as ce
@@ -26,7 +26,8 @@ def dla_build(argv: list[str], env: dict[str, str] | None = None) -> subprocess.
 
 
 def test_support_matrix_and_version_parsing() -> None:
-    assert trt_support.parse_trtexec_version("&&&& RUNNING TensorRT.trtexec [TensorRT v100300] # x") == (10, 3, 0)
+    banner = "&&&& RUNNING TensorRT.trtexec [TensorRT v100300] # x"
+    assert trt_support.parse_trtexec_version(banner) == (10, 3, 0)
     assert trt_support.parse_trtexec_version("[TensorRT v110401]") == (11, 4, 1)
     assert trt_support.parse_trtexec_version("TensorRT v100700") == (10, 7, 0)
     assert trt_support.parse_trtexec_version("[I] TensorRT version: 10.3.0.30") == (10, 3, 0)
@@ -35,7 +36,7 @@ def test_support_matrix_and_version_parsing() -> None:
                                                             "11.4.1", "12.0")}
     assert lines == {"8.6": "10.x-flags", "10.3": "10.x-flags", "10.7.0": "10.x-flags", "10.8": None,
                      "11.2": None, "11.4.0": None, "11.4.1": "11.x-typed", "12.0": "11.x-typed"}
-    with pytest.raises(Exception, match="11.4.1"):
+    with pytest.raises(Exception, match=r"11\.4\.1"):
         trt_support.line_for("11.3")
 
 
@@ -68,7 +69,8 @@ def test_dry_run_commands_per_line(tmp_path: Path) -> None:
 def test_missing_inputs_on_the_typed_line_are_one_line(tmp_path: Path) -> None:
     model = copy_model(tmp_path)
     out = tmp_path / "m.loadable"
-    p = dla_build(["compile", str(model), "--trt-version", "11.4.1", "--precision", "int8", "--out", str(out)])
+    p = dla_build(["compile", str(model), "--trt-version", "11.4.1", "--precision", "int8",
+                   "--out", str(out)])
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
     assert "shapes_yolo.qdq.onnx" in p.stderr and "dla_build calibrate" in p.stderr
     p = dla_build(["compile", str(model), "--trt-version", "11.4.1", "--precision", "int8", "--out", str(out),
@@ -139,7 +141,7 @@ def test_compile_int8_flags_line_writes_a_sidecar_that_loads(tmp_path: Path, mon
                            "--calibration-cache", str(cache), "--revision", "v1.2"]) == 0
     art = load_artifact(str(out) + ".yaml")
     b = art.build
-    assert b["tensorrt_version"] == "10.3.0" and b["tensorrt_line"] == "10.x-flags" and b["precision"] == "int8"
+    assert (b["tensorrt_version"], b["tensorrt_line"], b["precision"]) == ("10.3.0", "10.x-flags", "int8")
     assert "--int8" in b["command"] and f"--calib={cache}" in b["command"]
     assert b["precision_source"] == {"kind": "calibration_cache", "path": str(cache),
                                      "sha256": hashlib.sha256(cache.read_bytes()).hexdigest()}
@@ -147,7 +149,8 @@ def test_compile_int8_flags_line_writes_a_sidecar_that_loads(tmp_path: Path, mon
     assert art.inputs[0].scale == pytest.approx(IN_SCALE, rel=1e-6)
     assert [o.format for o in art.outputs] == ["chw16"] * 3
     assert art.loadable_sha256 == hashlib.sha256(out.read_bytes()).hexdigest()
-    assert art.source_model == {"path": str(model), "sha256": onnx_facts.sha256_file(model), "revision": "v1.2"}
+    assert art.source_model == {"path": str(model), "sha256": onnx_facts.sha256_file(model),
+                                "revision": "v1.2"}
     assert art.emulated and art.metadata.classes[0] == "circle"
 
 
@@ -172,7 +175,8 @@ def test_sidecar_subcommand_and_revision(tmp_path: Path) -> None:
     (tmp_path / "m.loadable.yaml").unlink()
     p = dla_build(["sidecar", str(out), "--onnx", str(model), "--trt-version", "10.3", "--precision", "fp16",
                    "--output-format", "int8:chw16"])
-    assert p.returncode == 2 and "chw16 holds fp16" in p.stderr and not (tmp_path / "m.loadable.yaml").exists()
+    assert p.returncode == 2 and "chw16 holds fp16" in p.stderr
+    assert not (tmp_path / "m.loadable.yaml").exists()
 
 
 class _Err(Exception):

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-
 from _build_fixtures import IN_SCALE, REPO, copy_model, fake_env, write_cache, write_qdq
 from _fake_cudla_env import cuda_home
+
 from dla_infer_node.cli.doctor import STAGES
 
 pytestmark = [
@@ -40,7 +40,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]
         model = copy_model(folder)
         extra: list[str] = []
         if version.startswith("10."):
-            extra = ["--calibration-cache", str(write_cache(folder / "shapes_yolo.calib", {"images": IN_SCALE}))]
+            cache = write_cache(folder / "shapes_yolo.calib", {"images": IN_SCALE})
+            extra = ["--calibration-cache", str(cache)]
         else:
             write_qdq(folder)  # what dla_build calibrate leaves next to the model
         loadable = folder / "shapes_yolo.loadable"
@@ -75,16 +76,17 @@ def test_doctor_passes_and_records_both_lines(built: dict[str, Path], tmp_path: 
 
 
 def test_doctor_warns_when_the_platform_tensorrt_differs(built: dict[str, Path], tmp_path: Path) -> None:
-    code, out, rec = doctor(tmp_path / "emu", built["10.3"], "11.4.1", tmp_path / "rec.yaml")
+    _, out, rec = doctor(tmp_path / "emu", built["10.3"], "11.4.1", tmp_path / "rec.yaml")
     platform = next(s for s in rec["stages"] if s["stage"] == "platform")
     assert platform["status"] == "WARN" and "IncompatibleDlaSWVersion" in out
-    assert "built by TensorRT 10.3.0 (10.x-flags), platform has 11.4.1 (11.x-typed)" in rec["platform"]["warnings"][0]
+    want = "built by TensorRT 10.3.0 (10.x-flags), platform has 11.4.1 (11.x-typed)"
+    assert want in rec["platform"]["warnings"][0]
 
 
 def test_doctor_failure_lists_every_later_stage_as_not_run(built: dict[str, Path], tmp_path: Path) -> None:
     bad = tmp_path / "bad.loadable"
     bad.write_bytes(built["10.3"].read_bytes())
-    code, out, rec = doctor(tmp_path / "emu", bad, "10.3", tmp_path / "rec.yaml")  # no sidecar for it
+    code, _, rec = doctor(tmp_path / "emu", bad, "10.3", tmp_path / "rec.yaml")  # no sidecar for it
     assert code != 0 and rec["failed_stage"] == "artifact"
     assert [s["stage"] for s in rec["stages"]] == list(STAGES)
     after = [s for s in rec["stages"][STAGES.index("artifact") + 1:]]

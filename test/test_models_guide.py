@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from _build_fixtures import IN_SCALE, REPO, fake_env, write_cache, write_qdq
 
 GUIDE = REPO / "models" / "README.md"
@@ -43,14 +42,16 @@ def test_guide_commands_do_what_the_text_says(tmp_path: Path, ros_env: dict[str,
         cmd, _, comment = line.partition("#")
         argv = shlex.split(cmd)
         version = "11.4.1" if "jp7" in cmd else "10.3"
-        env = dict(ros_env, **{k: v for k, v in fake_env(version).items() if k in ("PATH", "FAKE_TRTEXEC_PYTHON")})
+        fake = fake_env(version)
+        env = dict(ros_env, PATH=fake["PATH"], FAKE_TRTEXEC_PYTHON=fake["FAKE_TRTEXEC_PYTHON"])
         env["PYTHONPATH"] = f"{REPO}:{REPO / 'test'}"
         if argv[0] == "dla_infer_node":
             run_node(argv, emu, env, tmp_path)
             continue
         head = ([sys.executable, "-m", "dla_infer_node.artifact.build_cli"] if argv[0] == "dla_build"
                 else [sys.executable, str(HARNESS), str(emu), "doctor"])
-        p = subprocess.run(head + argv[1:], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        p = subprocess.run(head + argv[1:], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=120)
         want = int(m.group(1)) if (m := re.search(r"exit (\d+)", comment)) else 0
         assert p.returncode == want, f"{line}\n{p.stdout}{p.stderr}"
         if "--dry-run" in argv:

@@ -44,7 +44,8 @@ LAYOUTS = {
     "cudlaWaitEvents": ("preFences", "numEvents"),
     "cudlaSignalEvents": ("devPtrs", "eofFences", "numEvents"),
 }
-ENUM_TYPES = ("cudlaStatus", "cudlaMode", "cudlaModuleAttributeType", "cudlaDevAttributeType", "cudlaFenceType")
+ENUM_TYPES = ("cudlaStatus", "cudlaMode", "cudlaModuleAttributeType", "cudlaDevAttributeType",
+              "cudlaFenceType")
 
 
 def fetch_header(tmp: Path) -> Path | str:
@@ -85,7 +86,7 @@ def probe_program(header: Path, names: dict[str, list[str]]) -> str:
         lines += [f'  printf("offsetof {struct}.{f} %zu\\n", offsetof({struct}, {f}));' for f in fields]
     for enum_type, values in names.items():
         lines += [f'  printf("enum {enum_type}.{v} %lld\\n", (long long){v});' for v in values]
-    return "\n".join(lines + ["  return 0;", "}"])
+    return "\n".join([*lines, "  return 0;", "}"])
 
 
 def run_probe(cc: str, header: Path, names: dict[str, list[str]], tmp: Path, tag: str) -> dict[str, str]:

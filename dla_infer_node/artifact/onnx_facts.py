@@ -71,14 +71,12 @@ def precision_kind(path: str | Path) -> str:
     ops = {n.op_type for n in model.graph.node}
     if "QuantizeLinear" in ops or "DequantizeLinear" in ops:
         return "qdq"
-    floats = [int(t.data_type) for t in model.graph.initializer if int(t.data_type) in (FLOAT, FLOAT16)]
-    floats += [int(v.type.tensor_type.elem_type) for v in (*model.graph.input, *model.graph.output)
-               if int(v.type.tensor_type.elem_type) in (FLOAT, FLOAT16)]
-    # a typed fp16 network: its weights are fp16 (I/O may stay fp32 with keep_io_types)
+    # a typed fp16 network: most weights are fp16 (its I/O may stay fp32, as with keep_io_types)
     weights = [int(t.data_type) for t in model.graph.initializer if int(t.data_type) in (FLOAT, FLOAT16)]
-    if weights and weights.count(FLOAT16) * 2 > len(weights):
-        return "fp16"
-    return "fp16" if floats and all(t == FLOAT16 for t in floats) else "fp32"
+    if weights:
+        return "fp16" if weights.count(FLOAT16) * 2 > len(weights) else "fp32"
+    io = [int(v.type.tensor_type.elem_type) for v in (*model.graph.input, *model.graph.output)]
+    return "fp16" if io and all(t == FLOAT16 for t in io) else "fp32"
 
 
 def _scalar(model: Any, name: str) -> float | None:

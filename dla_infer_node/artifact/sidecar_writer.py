@@ -16,6 +16,7 @@ is never left behind.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -147,7 +148,7 @@ def build_doc(*, loadable: Path, onnx: Path, built_from: Path, tensorrt_version:
     return {
         "artifact_version": 1,
         "loadable": loadable.name,
-        "loadable_sha256": __import__("hashlib").sha256(data).hexdigest(),
+        "loadable_sha256": hashlib.sha256(data).hexdigest(),
         "emulated": data.startswith(EMULATOR_MAGIC),
         "source_model": {"path": str(onnx), "sha256": onnx_facts.sha256_file(onnx),
                          "revision": revision or git_revision(onnx.resolve().parent)},
