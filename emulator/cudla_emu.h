@@ -59,6 +59,9 @@ typedef enum { CUDLA_NVSCISYNC_FENCE = 1, CUDLA_NVSCISYNC_FENCE_SOF = 2 } cudlaF
 
 typedef struct cudlaDevHandle_t *cudlaDevHandle;
 typedef struct cudlaModule_t *cudlaModule;
+/* standalone-mode descriptors: only passed by pointer to the stubs below, so left incomplete here */
+typedef struct cudlaExternalMemoryHandleDesc_t cudlaExternalMemoryHandleDesc;
+typedef struct cudlaExternalSemaphoreHandleDesc_t cudlaExternalSemaphoreHandleDesc;
 
 #define CUDLA_RADIX_NAME_LEN 81 /* 80 characters + NUL, as the binding's name[81] */
 
@@ -136,6 +139,14 @@ EMU_API cudlaStatus cudlaSubmitTask(const cudlaDevHandle devHandle, const cudlaT
                                     const uint32_t numTasks, void *const stream, const uint32_t flags);
 EMU_API cudlaStatus cudlaGetLastError(const cudlaDevHandle devHandle);
 EMU_API cudlaStatus cudlaSetTaskTimeoutInMs(const cudlaDevHandle devHandle, const uint32_t timeout);
+/* standalone mode / NvSci: declared with NVIDIA's parameter types, answered with ErrorUnsupportedOperation */
+EMU_API cudlaStatus cudlaImportExternalMemory(const cudlaDevHandle devHandle,
+                                              const cudlaExternalMemoryHandleDesc *const desc,
+                                              uint64_t **const devPtr, const uint32_t flags);
+EMU_API cudlaStatus cudlaImportExternalSemaphore(const cudlaDevHandle devHandle,
+                                                 const cudlaExternalSemaphoreHandleDesc *const desc,
+                                                 uint64_t **const devPtr, const uint32_t flags);
+EMU_API cudlaStatus cudlaGetNvSciSyncAttributes(uint64_t *attrList, const uint32_t flags);
 
 /* Not in cuDLA: debug queries of the emulator, for tests (ctypes) and the doctor's record. */
 EMU_API int dlaEmuIsEmulator(void);

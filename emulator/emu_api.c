@@ -248,11 +248,14 @@ cudlaStatus cudlaSetTaskTimeoutInMs(const cudlaDevHandle devHandle, const uint32
 }
 
 /* Not implemented (standalone-mode / NvSci interop): always unsupported. */
-EMU_API cudlaStatus cudlaImportExternalMemory(void *a, const void *b, uint64_t **c, uint32_t f) {
+EMU_API cudlaStatus cudlaImportExternalMemory(const cudlaDevHandle a, const cudlaExternalMemoryHandleDesc *const b,
+                                              uint64_t **const c, const uint32_t f) {
     (void)a; (void)b; (void)c; (void)f;
     return cudlaErrorUnsupportedOperation;
 }
-EMU_API cudlaStatus cudlaImportExternalSemaphore(void *a, const void *b, uint64_t **c, uint32_t f) {
+EMU_API cudlaStatus cudlaImportExternalSemaphore(const cudlaDevHandle a,
+                                                 const cudlaExternalSemaphoreHandleDesc *const b,
+                                                 uint64_t **const c, const uint32_t f) {
     (void)a; (void)b; (void)c; (void)f;
     return cudlaErrorUnsupportedOperation;
 }

@@ -41,7 +41,14 @@ def test_doctor_stops_at_runtime_library(tmp_path: Path) -> None:
     failed = [s for s in doc["stages"] if s["status"] == "FAIL"]
     assert len(failed) == 1 and failed[0]["hint"]
     assert "FAIL" in proc.stdout and "hint:" in proc.stdout
-    assert [s["stage"] for s in doc["stages"]][-1] == doc["failed_stage"]  # stopped there
+    # stopped there: every later stage is in the record as not run, saying which stage failed first
+    names = [s["stage"] for s in doc["stages"]]
+    assert names == list(doctor.STAGES)
+    later = doc["stages"][names.index(doc["failed_stage"]) + 1:]
+    assert later and all(s["result"] == "not run" and doc["failed_stage"] in s["detail"] for s in later)
+    if doc["failed_stage"] == "runtime_library":  # the platform stage ran before it
+        assert doc["stages"][1]["stage"] == "platform" and doc["stages"][1]["result"] == "passed"
+        assert doc["platform"]["cudla_library"] is None and "tensorrt" in doc["platform"]
     if doc["failed_stage"] == "runtime_library":
         assert "libcudla.so.1" in failed[0]["detail"] and "Jetson" in failed[0]["hint"]
 

@@ -85,39 +85,54 @@ STAGE_CLASSES: dict[str, type[CudlaStageError]] = {
     "execution": ExecutionError,
 }
 
-# Why a status usually happens, as a hint for the person reading the log.
-_STATUS_HINTS: dict[str, str] = {
-    "ErrorDriverNotFound": "the DLA kernel driver is missing: is this a Jetson (Xavier/Orin) with DLA on?",
-    "ErrorInvalidDevice": "dla_core must be below the DLA count (AGX Orin: 0 or 1)",
-    "ErrorOutOfResources": "too many device handles (at most 16 per DLA) or DLA memory exhausted",
-    "ErrorIncompatibleDlaSWVersion": "the loadable was built for another DLA software version: rebuild "
-                                     "it with the TensorRT of this JetPack",
-    "ErrorUmd": "the DLA user-mode driver rejected the call; for module load this usually means the file "
-                "is a TensorRT engine, not a loadable built with trtexec --buildDLAStandalone",
-    "ErrorMemoryRegistered": "the buffer is already registered with this device handle",
-    "ErrorInvalidAddress": "a pointer is not registered with this device handle or not 32-byte aligned",
-    "ErrorUnsupportedOperation": "not allowed in hybrid mode (standalone mode, a stream under CUDA graph "
-                                 "capture, a second module on one handle)",
-    "ErrorInvalidModule": "the module handle is not loaded on this device handle",
-    "ErrorCuda": "a CUDA call inside cuDLA failed: is a CUDA context current on this thread?",
-    "ErrorDlaErrEngineTimeout": "the DLA task exceeded its timeout (set_task_timeout_in_ms)",
+# cudlaStatus values of NVIDIA's cudla.h (CUDLA_VER 1.5), the same in every cuda-bindings release: the
+# binding's member SPELLING changed (13.3.1 'ErrorUmd', 13.5.0 'ERROR_UMD'), so nothing here is keyed by
+# it. Names are printed from this table, in one spelling whatever binding is installed.
+STATUS_NAMES: dict[int, str] = {
+    0: "Success", 1: "ErrorInvalidParam", 2: "ErrorOutOfResources", 3: "ErrorCreationFailed",
+    4: "ErrorInvalidAddress", 5: "ErrorOs", 6: "ErrorCuda", 7: "ErrorUmd", 8: "ErrorInvalidDevice",
+    9: "ErrorInvalidAttribute", 10: "ErrorIncompatibleDlaSWVersion", 11: "ErrorMemoryRegistered",
+    12: "ErrorInvalidModule", 13: "ErrorUnsupportedOperation", 14: "ErrorNvSci", 15: "ErrorDriverNotFound",
+    0x40000001: "ErrorDlaErrInvalidInput", 0x40000002: "ErrorDlaErrInvalidPreAction",
+    0x40000003: "ErrorDlaErrNoMem", 0x40000004: "ErrorDlaErrProcessorBusy",
+    0x40000005: "ErrorDlaErrTaskStatusMismatch", 0x40000006: "ErrorDlaErrEngineTimeout",
+    0x40000007: "ErrorDlaErrDataMismatch", 0x7FFFFFFF: "ErrorUnknown",
+}
+STATUS_VALUES: dict[str, int] = {name: value for value, name in STATUS_NAMES.items()}
+DRIVER_NOT_FOUND = 15
+
+# Why a status usually happens, as a hint for the person reading the log (keyed by the numeric status).
+_STATUS_HINTS: dict[int, str] = {
+    15: "the DLA kernel driver is missing: is this a Jetson (Xavier/Orin) with DLA on?",
+    8: "dla_core must be below the DLA count (AGX Orin: 0 or 1)",
+    2: "too many device handles (at most 16 per DLA) or DLA memory exhausted",
+    10: "the loadable was built for another DLA software version: rebuild it with the TensorRT of this "
+        "JetPack (its sidecar's build.tensorrt_version says which one built it; dla_doctor compares them)",
+    7: "the DLA user-mode driver rejected the call; for module load this usually means the file is a "
+       "TensorRT engine, not a loadable built with trtexec --buildDLAStandalone",
+    11: "the buffer is already registered with this device handle",
+    4: "a pointer is not registered with this device handle or not 32-byte aligned",
+    13: "not allowed in hybrid mode (standalone mode, a stream under CUDA graph capture, a second module on "
+        "one handle)",
+    12: "the module handle is not loaded on this device handle",
+    6: "a CUDA call inside cuDLA failed: is a CUDA context current on this thread?",
+    0x40000006: "the DLA task exceeded its timeout (set_task_timeout_in_ms)",
 }
 
 
 def status_name(status: int | None) -> str:
-    """``cudla.Status`` member name for a number, without needing the binding for unknown values."""
+    """The canonical name of a numeric cudla status (``7`` -> ``ErrorUmd``), binding-independent."""
     if status is None:
         return "?"
-    try:
-        from cuda.bindings import cudla
-
-        return str(cudla.Status(int(status)).name)
-    except Exception:  # binding missing or value not in the enum
-        return f"Status({int(status)})"
+    return STATUS_NAMES.get(int(status), f"Status({int(status)})")
 
 
-def status_hint(name: str) -> str | None:
-    return _STATUS_HINTS.get(name)
+def status_hint(status: int | str | None) -> str | None:
+    """The hint for a status, given as its number or its canonical name."""
+    if status is None:
+        return None
+    value = STATUS_VALUES.get(status) if isinstance(status, str) else int(status)
+    return _STATUS_HINTS.get(value) if value is not None else None
 
 
 def is_library_missing(exc: BaseException) -> bool:
@@ -154,10 +169,10 @@ def cudla_call(
     except Exception as exc:
         status = getattr(exc, "status", None)
         if status is not None and type(exc).__name__ == "CudlaError":
-            name = status_name(status)
-            cls = RuntimeLibraryError if name == "ErrorDriverNotFound" else STAGE_CLASSES[stage]
-            raise cls(f"failed with cudla.Status.{name} ({int(status)})", call=call, params=params,
-                      hint=status_hint(name), status=int(status)) from exc
+            value = int(status)
+            cls = RuntimeLibraryError if value == DRIVER_NOT_FOUND else STAGE_CLASSES[stage]
+            raise cls(f"failed with cudla.Status.{status_name(value)} ({value})", call=call, params=params,
+                      hint=status_hint(value), status=value) from exc
         if is_library_missing(exc):
             raise RuntimeLibraryError(f"libcudla.so.1 not found: {str(exc).strip()}", call=call,
                                       params=params, hint=LIBRARY_HINT) from exc

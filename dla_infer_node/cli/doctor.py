@@ -3,9 +3,11 @@
     python -m dla_infer_node.cli.doctor [--loadable L] [--artifact A] [--dla-core N]
                                     [--image IMG --onnx-meta M] [--record out.yaml]
 
-Stages: python -> runtime_library -> cuda -> platform (informational) -> dla_count -> artifact ->
-device -> loadable -> tensors -> memory -> submit -> compare. Each prints PASS/FAIL/SKIP with details;
-the first FAIL prints the error (stage, call, parameters, cudla.Status) and a hint, and stops. Stages
+Stages: python -> platform -> runtime_library -> cuda -> dla_count -> artifact -> device -> loadable ->
+tensors -> memory -> submit -> compare. Each prints PASS/WARN/FAIL/SKIP with details; the first FAIL prints
+the error (stage, call, parameters, cudla.Status) and a hint, and stops. ``platform`` (doctor_platform)
+records JetPack/L4T, TensorRT, CUDA, cuda-bindings, the libcudla file loaded and the DLA count, and WARNs
+when this TensorRT builds no DLA loadable or differs from the one the artifact was built with. Stages
 that need an artifact are skipped without ``--loadable``/``--artifact``; ``compare`` needs ``--image``
 and ``--onnx-meta``. Exit code 0 only when no stage failed AND none was skipped (``--allow-skip`` makes
 skips acceptable). ``--record`` writes a deployment record (YAML) with separate ``artifact``, ``runtime``
@@ -18,7 +20,6 @@ import argparse
 import ctypes
 import datetime as _dt
 import importlib.metadata as md
-import os
 import platform as _platform
 import sys
 from collections.abc import Sequence
@@ -26,10 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dla_infer_node.cli import doctor_platform
 from dla_infer_node.core.errors import DlaInferError
 
-STAGES = ("python", "runtime_library", "cuda", "platform", "dla_count", "artifact", "device", "loadable",
+STAGES = ("python", "platform", "runtime_library", "cuda", "dla_count", "artifact", "device", "loadable",
           "tensors", "memory", "submit", "compare")
+
+
+# printed status -> the record's result
+RESULTS = {"PASS": "passed", "WARN": "passed", "FAIL": "failed", "SKIP": "not run", "NOT RUN": "not run"}
 
 
 class StageFailed(Exception):
@@ -48,8 +54,17 @@ class Report:
     platform: dict[str, Any] = field(default_factory=dict)
 
     def add(self, stage: str, status: str, detail: str) -> None:
-        self.stages.append({"stage": stage, "status": status, "detail": detail})
+        self.stages.append({"stage": stage, "status": status, "result": RESULTS[status], "detail": detail})
         print(f"[{status:4}] {stage:<16} {detail}", flush=True)
+
+    def add_not_run(self) -> None:
+        """Every stage appears in the record: those after a failure as 'not run', saying why."""
+        done = {s["stage"] for s in self.stages}
+        first = self.failed
+        for stage in STAGES:
+            if stage not in done:
+                why = f"stage '{first['stage']}' failed first" if first else "not reached"
+                self.add(stage, "NOT RUN", why)
 
     @property
     def failed(self) -> dict[str, Any] | None:
@@ -67,40 +82,10 @@ def _platform_facts() -> dict[str, Any]:
     facts: dict[str, Any] = {"python": sys.version.split()[0], "machine": _platform.machine(),
                              "system": f"{_platform.system()} {_platform.release()}",
                              "host": _platform.node()}
-    tegra = Path("/etc/nv_tegra_release")
-    lines = tegra.read_text(errors="replace").splitlines() if tegra.is_file() else []
-    facts["l4t_release"] = lines[0].strip() if lines else None
-    trt = _version("tensorrt")
-    if trt is None:
-        for name in ("libnvinfer.so.10", "libnvinfer.so.8"):
-            try:
-                lib = ctypes.CDLL(name)
-                v = int(lib.getInferLibVersion())
-                trt = f"{v // 10000}.{v // 100 % 100}.{v % 100} (lib {name})" if v > 10000 else str(v)
-                break
-            except (OSError, AttributeError):
-                continue
-    facts["tensorrt"] = trt
     names = ("dla_infer_node", "numpy", "opencv-python-headless", "onnxruntime", "cuda-bindings",
              "cuda-pathfinder", "pyyaml")
     facts["packages"] = {p: _version(p) for p in names}
     return facts
-
-
-def _library_path() -> tuple[str | None, bool]:
-    """Where the binding's libcudla.so.1 came from, and whether it is the DLA EMULATOR."""
-    path = None
-    try:
-        from cuda.pathfinder import load_nvidia_dynamic_lib
-
-        path = str(load_nvidia_dynamic_lib("cudla").abs_path)
-    except Exception:
-        pass
-    try:
-        emulated = bool(ctypes.CDLL("libcudla.so.1", mode=os.RTLD_NOLOAD).dlaEmuIsEmulator())
-    except (OSError, AttributeError):
-        emulated = False
-    return path, emulated
 
 
 def _stage_python(rep: Report) -> Any:
@@ -122,8 +107,11 @@ def _stage_runtime_library(rep: Report, cudla: Any) -> None:
         version = cudla_call("runtime_library", "cudla.get_version", {}, cudla.get_version)
     except DlaInferError as exc:
         raise StageFailed("runtime_library", str(exc), exc.hint) from exc
-    path, emulated = _library_path()
-    rep.runtime.update({"cudla_library": path, "cudla_version": int(version), "dla_emulator": emulated})
+    from dla_infer_node.cli.doctor_platform import is_emulator, library_origin, mapped_libcudla
+
+    path, emulated = mapped_libcudla(), is_emulator()
+    rep.runtime.update({"cudla_library": path, "cudla_library_origin": library_origin(path, emulated),
+                        "cudla_version": int(version), "dla_emulator": emulated})
     label = " -- DLA EMULATOR (test infrastructure, not a DLA)" if emulated else ""
     rep.add("runtime_library", "PASS", f"libcudla.so.1 at {path}, cudla version {version}{label}")
 
@@ -222,48 +210,15 @@ def _stages_with_artifact(rep: Report, args: argparse.Namespace) -> None:
                               f"task ran but cudla.get_last_error = {status_name(status)} ({status})")
         rep.add("submit", "PASS", "one task with a zero frame: submitted, synchronised, "
                                   "get_last_error = Success")
+        doctor_platform.task_statistics(rep, backend)
         if args.image:
-            _stage_compare(rep, args, backend)
+            from dla_infer_node.cli.doctor_compare import stage_compare
+
+            stage_compare(rep, args, backend)
         else:
             rep.add("compare", "SKIP", "no --image/--onnx-meta given")
     finally:
         backend.close()
-
-
-def _stage_compare(rep: Report, args: argparse.Namespace, backend: Any) -> None:
-    import cv2
-    import numpy as np
-
-    from dla_infer_node.backends.factory import BackendSettings, open_backend
-
-    if not args.onnx_meta:
-        raise StageFailed("compare", "--image needs --onnx-meta (the ONNX model's metadata YAML)")
-    img = cv2.imread(str(args.image), cv2.IMREAD_COLOR)
-    if img is None:
-        raise StageFailed("compare", f"cannot read image {args.image}")
-    rgb = np.ascontiguousarray(img[:, :, ::-1])
-    try:
-        ort, _ = open_backend(BackendSettings(backend="onnxruntime", metadata_path=str(args.onnx_meta)))
-        try:
-            ref = ort.infer(rgb, "rgb8").tensors
-        finally:
-            ort.close()
-        got = backend.infer(rgb, "rgb8").tensors
-    except DlaInferError as exc:
-        raise StageFailed("compare", str(exc), exc.hint) from exc
-    details, worst = [], 1.0
-    for i, (a, b) in enumerate(zip(got, ref, strict=False)):
-        if a.shape != b.shape:
-            raise StageFailed("compare", f"output {i}: DLA shape {a.shape} vs ONNX {b.shape}")
-        x, y = a.ravel().astype(np.float64), b.ravel().astype(np.float64)
-        cos = float(x @ y / (np.linalg.norm(x) * np.linalg.norm(y) + 1e-12))
-        worst = min(worst, cos)
-        details.append(f"out{i}: cosine {cos:.5f}, max|diff| {float(np.abs(x - y).max()):.4g}")
-    rep.runtime["compare"] = {"image": str(args.image), "outputs": details, "min_cosine": worst}
-    if worst < args.min_cosine:
-        raise StageFailed("compare", "; ".join(details) + f" (min cosine {worst:.4f} < {args.min_cosine})",
-                          "int8 scales or io formats in the sidecar may not match the loadable")
-    rep.add("compare", "PASS", "; ".join(details))
 
 
 def run(args: argparse.Namespace) -> tuple[int, Report]:
@@ -273,11 +228,9 @@ def run(args: argparse.Namespace) -> tuple[int, Report]:
         ctypes.CDLL(str(Path(args.cudla_library).resolve()), mode=ctypes.RTLD_GLOBAL)
     try:
         cudla = _stage_python(rep)
+        doctor_platform.stage(rep, cudla, args)
         _stage_runtime_library(rep, cudla)
         _stage_cuda(rep)
-        p = rep.platform
-        rep.add("platform", "PASS", f"L4T: {p['l4t_release'] or 'not present'}; TensorRT: "
-                                    f"{p['tensorrt'] or 'not present'} (informational)")
         _stage_dla_count(rep, cudla, args.dla_core)
         if args.loadable or args.artifact:
             _stages_with_artifact(rep, args)
@@ -290,6 +243,7 @@ def run(args: argparse.Namespace) -> tuple[int, Report]:
         if fail.hint:
             print(f"       hint: {fail.hint}", flush=True)
         rep.stages[-1]["hint"] = fail.hint
+    rep.add_not_run()
     skipped = [s["stage"] for s in rep.stages if s["status"] == "SKIP"]
     ok = rep.failed is None and (not skipped or args.allow_skip)
     return (0 if ok else 1), rep

@@ -1,0 +1,206 @@
+"""Write a loadable's sidecar (``X.loadable.yaml``): the build facts ``artifact.sidecar`` reads back.
+
+    dla_build sidecar X.loadable --onnx MODEL.onnx --trt-version V --precision fp16|int8
+                      [--input-format F] [--output-format F] [--calibration-cache C] [--qdq-onnx Q]
+                      [--built-from ONNX] [--command CMD] [--revision R] [--metadata META] [--dla-core N]
+
+``dla_build compile`` calls :func:`write_sidecar` after trtexec; this subcommand does the same for a
+loadable built by hand (without ``--command`` it records the command ``compile`` would have run). Recorded:
+io formats, dtypes, int8 scales (from the calibration cache or the Q/DQ ONNX), shapes, the exact command,
+the TensorRT version and line, the precision source with its sha256, sha256 of the ONNX and the loadable,
+the model revision (``git describe`` of the model's folder unless ``--revision``) and the model metadata.
+The written file is read back with ``load_artifact`` before this returns: a sidecar the node would refuse
+is never left behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dla_infer_node.artifact import onnx_facts, trt_support
+from dla_infer_node.artifact.sidecar import TRTEXEC_FORMATS, default_sidecar, load_artifact
+from dla_infer_node.core.errors import ModelError
+
+EMULATOR_MAGIC = b"DLAEMU1\0"  # emulator/make_loadable.py's header: a test artifact, not a DLA loadable
+
+
+@dataclass(frozen=True)
+class PrecisionSource:
+    """Where the int8 scales / fp16 types came from: ``calibration_cache``, ``qdq_onnx``, ``typed_onnx``
+    (an fp16 ONNX on the 11.x line) or ``builder_flag`` (--fp16 on the 10.x line)."""
+
+    kind: str
+    path: Path | None = None
+
+    def record(self) -> dict[str, Any]:
+        p = self.path
+        return {"kind": self.kind, "path": str(p) if p else None,
+                "sha256": onnx_facts.sha256_file(p) if p and p.is_file() else None}
+
+
+def parse_io_formats(spec: str, count: int, side: str) -> list[tuple[str, str]]:
+    """``"int8:dla_hwc4"`` or ``"fp16:chw16,fp16:chw16"`` -> [(dtype, format)] for ``count`` tensors;
+    one entry is repeated for every tensor."""
+    entries = [e.strip() for e in spec.split(",") if e.strip()]
+    if len(entries) == 1:
+        entries *= count
+    if len(entries) != count:
+        raise ModelError(f"{len(entries)} {side} formats for {count} {side} tensors", call="parse_io_formats",
+                         params={"spec": spec})
+    out = []
+    for e in entries:
+        dtype, _, fmt = e.partition(":")
+        if dtype not in ("fp16", "int8") or fmt not in TRTEXEC_FORMATS:
+            raise ModelError(f"{side} format {e!r}: expected fp16|int8 : {'|'.join(TRTEXEC_FORMATS)} "
+                             f"(trtexec spelling, e.g. int8:dla_hwc4)", call="parse_io_formats",
+                             params={"spec": spec})
+        if (dtype, fmt) in (("int8", "chw16"), ("fp16", "chw32")):
+            raise ModelError(f"{side} format {e!r}: chw16 holds fp16, chw32 holds int8",
+                             call="parse_io_formats", params={"spec": spec})
+        if side == "output" and fmt == "dla_hwc4":
+            raise ModelError("dla_hwc4 is an input-only format", call="parse_io_formats",
+                             params={"spec": spec})
+        out.append((dtype, fmt))
+    return out
+
+
+def git_revision(folder: Path) -> str:
+    """``git describe --always --dirty --tags`` of the folder, or 'unknown' outside a git work tree."""
+    try:
+        proc = subprocess.run(["git", "-C", str(folder), "describe", "--always", "--dirty", "--tags"],
+                              capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else "unknown"
+
+
+def find_metadata(model: Path, given: str | Path | None = None) -> Path:
+    """``--metadata``, else ``<stem>.meta.yaml`` next to the model (suffixes like ``.fp16``/``.qdq`` off)."""
+    if given:
+        return Path(given)
+    stem = model.name[: -len(".onnx")] if model.name.endswith(".onnx") else model.stem
+    tries = [model.with_name(stem + ".meta.yaml"), model.with_name(stem.split(".")[0] + ".meta.yaml")]
+    for t in tries:
+        if t.is_file():
+            return t
+    looked = ", ".join(str(t) for t in dict.fromkeys(tries))
+    raise ModelError(f"no model metadata found (looked for {looked})",
+                     call="find_metadata", params={"model": str(model)},
+                     hint="pass --metadata META.yaml (input, decoder, outputs, classes)")
+
+
+def model_mapping(meta_path: Path) -> dict[str, Any]:
+    """The metadata inline, made independent of its folder: class names inline, no relative file keys."""
+    import yaml
+
+    from dla_infer_node.core.model_meta import load_metadata
+
+    meta = load_metadata(meta_path)  # validates it
+    doc = dict(yaml.safe_load(meta_path.read_text(encoding="utf-8")))
+    doc["classes"] = list(meta.classes)
+    for key in ("onnx", "labels"):  # relative to the metadata file, meaningless next to the loadable
+        doc.pop(key, None)
+    return doc
+
+
+def _scale_for(name: str, scales: Mapping[str, float], source: PrecisionSource) -> float:
+    if name in scales:
+        return float(scales[name])
+    raise ModelError(f"int8 tensor {name!r} has no scale in the {source.kind.replace('_', ' ')}",
+                     call="write_sidecar", params={"source": str(source.path)},
+                     hint="an int8 io tensor's scale must come from calibration; use fp16 io for it instead")
+
+
+def build_doc(*, loadable: Path, onnx: Path, built_from: Path, tensorrt_version: str, precision: str,
+              input_formats: Sequence[tuple[str, str]], output_formats: Sequence[tuple[str, str]],
+              command: str, source: PrecisionSource, revision: str | None, meta_path: Path,
+              dla_core: int) -> dict[str, Any]:
+    meta = model_mapping(meta_path)
+    line = trt_support.line_for(tensorrt_version)
+    scales: dict[str, float] = {}
+    if source.kind == "calibration_cache" and source.path:
+        scales = onnx_facts.cache_scales(source.path)
+    elif source.kind == "qdq_onnx" and source.path:
+        scales = onnx_facts.qdq_scales(source.path)
+    inp = meta["input"]
+    in_shapes = [[1, 3, int(inp["height"]), int(inp["width"])]]
+    in_names = [str(inp["name"])]
+    out_names = [str(o["name"]) for o in meta["outputs"]]
+    out_shapes = [list(o["shape"]) for o in meta["outputs"]]
+
+    def facts(names: Sequence[str], shapes: Sequence[Any], fmts: Sequence[tuple[str, str]]) -> list[Any]:
+        rows = []
+        for name, shape, (dtype, fmt) in zip(names, shapes, fmts, strict=True):
+            row: dict[str, Any] = {"name": name, "format": TRTEXEC_FORMATS[fmt], "dtype": dtype,
+                                   "shape": [int(v) for v in shape]}
+            if dtype == "int8":
+                row["scale"] = _scale_for(name, scales, source)
+            rows.append(row)
+        return rows
+
+    data = loadable.read_bytes()
+    return {
+        "artifact_version": 1,
+        "loadable": loadable.name,
+        "loadable_sha256": hashlib.sha256(data).hexdigest(),
+        "emulated": data.startswith(EMULATOR_MAGIC),
+        "source_model": {"path": str(onnx), "sha256": onnx_facts.sha256_file(onnx),
+                         "revision": revision or git_revision(onnx.resolve().parent)},
+        "build": {"tool": "trtexec", "tensorrt_version": trt_support.format_version(
+                      trt_support.parse_version(tensorrt_version)),
+                  "tensorrt_line": line, "precision": precision, "dla_core": int(dla_core),
+                  "built_from": {"path": str(built_from), "sha256": onnx_facts.sha256_file(built_from)},
+                  "precision_source": source.record(), "command": command},
+        "tensors": {"inputs": facts(in_names, in_shapes, input_formats),
+                    "outputs": facts(out_names, out_shapes, output_formats)},
+        "model": meta,
+    }
+
+
+def write_sidecar(doc: Mapping[str, Any], loadable: Path) -> Path:
+    """Write ``<loadable>.yaml`` and prove the node can read it (``load_artifact``), else remove it."""
+    import yaml
+
+    path = default_sidecar(loadable)
+    path.write_text(yaml.safe_dump(dict(doc), sort_keys=False), encoding="utf-8")
+    try:
+        load_artifact(path)
+    except ModelError:
+        path.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("loadable", help="the loadable trtexec wrote (--saveEngine)")
+    parser.add_argument("--onnx", required=True, help="the model it was compiled from (fp32 source)")
+    parser.add_argument("--trt-version", required=True, help="TensorRT that built it, e.g. 10.3 or 11.4.1")
+    parser.add_argument("--precision", choices=("fp16", "int8"), required=True)
+    parser.add_argument("--input-format", help="e.g. int8:dla_hwc4 (default from precision)")
+    parser.add_argument("--output-format", help="trtexec spelling, e.g. fp16:chw16 (one, or one per output)")
+    parser.add_argument("--calibration-cache", help="10.x int8: the cache the loadable was built with")
+    parser.add_argument("--qdq-onnx", help="11.x int8: the Q/DQ ONNX the loadable was built from")
+    parser.add_argument("--built-from", help="the ONNX trtexec read, when not --onnx (e.g. an fp16 ONNX)")
+    parser.add_argument("--command", dest="trtexec_command",
+                        help="the exact trtexec command (default: the one compile would run)")
+    parser.add_argument("--revision", help="model revision (default: git describe of the model's folder)")
+    parser.add_argument("--metadata", help="model metadata YAML (default: <model>.meta.yaml)")
+    parser.add_argument("--dla-core", type=int, default=0)
+
+
+def run(args: argparse.Namespace) -> int:
+    from dla_infer_node.artifact import compile as compile_step
+
+    loadable = Path(args.loadable)
+    if not loadable.is_file():
+        raise ModelError("loadable not found", call="dla_build sidecar", params={"path": str(loadable)})
+    plan = compile_step.plan_build(args, run_convert=False)
+    path = write_sidecar(compile_step.sidecar_doc(plan, args, loadable), loadable)
+    print(f"sidecar: {path}")
+    return 0
