@@ -33,6 +33,9 @@ __all__ = ["MAX_NMS_CANDIDATES", "Candidates", "DecodeError", "Decoder", "make_d
 
 
 
+DFL_SAFE_LOGIT = 80.0  # |logit| below which exp() of a float32 is finite and normal
+
+
 class DecodeError(ModelError):
     """The raw outputs do not have the shapes the metadata promises."""
 
@@ -187,7 +190,10 @@ def decode_yolov8(tensor: np.ndarray, num_classes: int, conf_threshold: float) -
 def _dfl_distances(box: np.ndarray, reg_max: int) -> np.ndarray:
     """(4*reg_max, M) bin logits -> (4, M) distances: the expectation of the softmax over each side's bins."""
     d = box.reshape(4, reg_max, -1).astype(np.float32)
-    d = d - d.max(axis=1, keepdims=True)  # softmax is shift-invariant; this keeps exp finite
+    # softmax is shift-invariant: the usual per-row max shift only guards exp against overflow/underflow,
+    # so when every logit is within +-80 (exp stays a normal float32) the two passes it costs are skipped
+    if d.size and not (float(d.min()) > -DFL_SAFE_LOGIT and float(d.max()) < DFL_SAFE_LOGIT):
+        d = d - d.max(axis=1, keepdims=True)
     np.exp(d, out=d)
     bins = np.arange(reg_max, dtype=np.float32)
     return np.asarray(np.matmul(bins, d) / d.sum(axis=1))

@@ -123,30 +123,42 @@ def nms(boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_thresh
     m = int(scores.shape[0])
     if m == 0 or max_detections <= 0:
         return np.zeros(0, dtype=np.int64)
-    order = _score_order(scores)
-    if m > MAX_NMS_CANDIDATES:
-        order = order[:MAX_NMS_CANDIDATES]
-    b = boxes[order].astype(np.float32, copy=True)
-    span = np.float32(float(b.max()) - float(b.min()) + 1.0)
-    b[:, 0::2] += (class_ids[order].astype(np.float32) * span)[:, None]
-    area = np.clip(b[:, 2] - b[:, 0], 0, None) * np.clip(b[:, 3] - b[:, 1], 0, None)
     thr = np.float32(iou_threshold)
-    if method == "blocks":
-        return order[_nms_blocks(b, area, thr, max_detections)[:max_detections]]
+    n = min(m, MAX_NMS_CANDIDATES)
     # A box's fate depends only on higher-scored boxes, so the greedy result over the best P boxes is the
     # start of the full result: when it already holds max_detections boxes the rest need not be looked at
     # (conf 0.001 with max_det 300: 8400 candidates, the first ~1000 suffice). Else P grows fourfold.
-    p = min(b.shape[0], max(PREFIX_MIN, PREFIX_PER_DETECTION * max_detections))
+    p = n if method == "blocks" else min(n, max(PREFIX_MIN, PREFIX_PER_DETECTION * max_detections))
     while True:
-        pairs = _overlap_pairs(b[:p])
+        order = _top_order(scores, p)
+        b = boxes[order].astype(np.float32, copy=True)
+        span = np.float32(float(b.max()) - float(b.min()) + 1.0)
+        b[:, 0::2] += (class_ids[order].astype(np.float32) * span)[:, None]
+        area = np.clip(b[:, 2] - b[:, 0], 0, None) * np.clip(b[:, 3] - b[:, 1], 0, None)
+        pairs = None if method == "blocks" else _overlap_pairs(b)
         if pairs is None:
             if method == "sparse":
                 raise ValueError(f"nms(method='sparse'): more than {MAX_PAIRS} overlapping pairs")
+            if p < n:  # the dense way over the whole candidate list, not a prefix
+                p = n
+                continue
             return order[_nms_blocks(b, area, thr, max_detections)[:max_detections]]
-        kept = _nms_sparse(b[:p], area[:p], thr, pairs)
-        if kept.size >= max_detections or p == b.shape[0]:
+        kept = _nms_sparse(b, area, thr, pairs)
+        if kept.size >= max_detections or p >= n:
             return order[kept[:max_detections]]
-        p = min(b.shape[0], 4 * p)
+        p = min(n, 4 * p)
+
+
+def _top_order(scores: np.ndarray, p: int) -> np.ndarray:
+    """The first ``p`` (or a few more, on ties) indices of the stable descending order of ``scores``:
+    a partition finds the p-th score, and only the indices scoring at least that are sorted."""
+    n = scores.shape[0]
+    if p < n:
+        v = np.partition(scores, n - p)[n - p]
+        if not np.isnan(v):
+            top = np.flatnonzero(scores >= v)  # ascending indices, so the stable sort keeps index order
+            return top[_score_order(scores[top])][:MAX_NMS_CANDIDATES]
+    return _score_order(scores)[:MAX_NMS_CANDIDATES]
 
 
 def _score_order(scores: np.ndarray) -> np.ndarray:
