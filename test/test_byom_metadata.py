@@ -144,3 +144,26 @@ def test_argmax_rows_matches_numpy_with_ties_and_nan() -> None:
     y[3, 10] = np.nan
     assert np.array_equal(argmax_rows(y, y.max(0)), np.argmax(y, 0))
     assert NC == 2  # the tiny model's class count the metadata tests above rely on
+
+
+def test_yolov8_raw_paired_and_per_level_concat_forms_agree() -> None:
+    from _core_fixtures import make_metadata
+
+    from dla_infer_node.core.decode import DecodeError, make_decoder
+
+    rng = np.random.default_rng(7)
+    nc, strides = 3, (8, 16)
+    outs = []
+    for s in strides:
+        outs += [rng.normal(0, 2, (1, 64, 64 // s, 96 // s)).astype(np.float32),
+                 rng.normal(-1, 2, (1, nc, 64 // s, 96 // s)).astype(np.float32)]
+    concat = [np.concatenate(outs[i:i + 2], axis=1) for i in (0, 2)]
+    spec = [{"name": f"o{i}", "shape": list(o.shape)} for i, o in enumerate(outs)]
+    paired = make_decoder(make_metadata("yolov8_raw", num_classes=nc, strides=strides, outputs=spec))
+    joined = make_decoder(make_metadata("yolov8_raw", num_classes=nc, strides=strides, outputs=spec[:2]))
+    a, b = paired(outs, 0.3, 0.5, 50), joined(concat, 0.3, 0.5, 50)
+    assert len(a) > 3 and np.array_equal(a.boxes, b.boxes) and np.array_equal(a.class_ids, b.class_ids)
+    with pytest.raises(DecodeError, match="yolov8_raw"):
+        paired([outs[0][:, :10], *outs[1:]], 0.3, 0.5, 50)
+    with pytest.raises(ModelError, match="yolov8_raw needs"):
+        make_metadata("yolov8_raw", num_classes=nc, strides=strides, outputs=spec[:3])

@@ -25,15 +25,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from dla_infer_node.core.detections import Detections
+from dla_infer_node.core.dfl import LazyBoxes, argmax_rows
 from dla_infer_node.core.errors import ModelError, ParameterError
 from dla_infer_node.core.model_meta import ModelMetadata
 from dla_infer_node.core.nms import MAX_NMS_CANDIDATES, nms
 
 __all__ = ["MAX_NMS_CANDIDATES", "Candidates", "DecodeError", "Decoder", "make_decoder", "nms"]
 
-
-
-DFL_SAFE_LOGIT = 80.0  # |logit| below which exp() of a float32 is finite and normal
 
 
 class DecodeError(ModelError):
@@ -150,28 +148,6 @@ def decode_yolov5_final(tensor: np.ndarray, num_classes: int, conf_threshold: fl
     return _filter(cxcywh_to_xyxy(sel[:, :4]), scores, ids, conf_threshold)
 
 
-def argmax_rows(cls: np.ndarray, best: np.ndarray) -> np.ndarray:
-    """``np.argmax(cls, axis=0)`` given ``best = cls.max(axis=0)``, about 3x faster for a (nc, N) array.
-
-    numpy's argmax along axis 0 walks the array column by column (~0.9 ms for 80 x 8400); comparing with
-    the maximum and listing the hits in row-major order is two contiguous passes. Columns holding their
-    maximum twice (a tie) are redone with argmax (first occurrence, as numpy); a column with no hit (NaN)
-    sends the whole array to argmax.
-    """
-    n = cls.shape[1]
-    hits = np.flatnonzero(cls == best)
-    rows, cols = np.divmod(hits, n)
-    ids = np.empty(n, dtype=np.int64)
-    ids[cols] = rows
-    if hits.size != n:
-        count = np.bincount(cols, minlength=n)
-        if not count.all():
-            return np.argmax(cls, axis=0)
-        ties = np.flatnonzero(count > 1)
-        ids[ties] = np.argmax(cls[:, ties], axis=0)
-    return ids
-
-
 def decode_yolov8(tensor: np.ndarray, num_classes: int, conf_threshold: float) -> Candidates:
     """``[1, 4+nc, N]`` (cx, cy, w, h, cls...; no objectness) -> candidates; ``[1, N, 4+nc]`` works too."""
     no = 4 + num_classes
@@ -187,21 +163,9 @@ def decode_yolov8(tensor: np.ndarray, num_classes: int, conf_threshold: float) -
     return Candidates(cxcywh_to_xyxy(box.T.astype(np.float32)), best.astype(np.float32), ids)
 
 
-def _dfl_distances(box: np.ndarray, reg_max: int) -> np.ndarray:
-    """(4*reg_max, M) bin logits -> (4, M) distances: the expectation of the softmax over each side's bins."""
-    d = box.reshape(4, reg_max, -1).astype(np.float32)
-    # softmax is shift-invariant: the usual per-row max shift only guards exp against overflow/underflow,
-    # so when every logit is within +-80 (exp stays a normal float32) the two passes it costs are skipped
-    if d.size and not (float(d.min()) > -DFL_SAFE_LOGIT and float(d.max()) < DFL_SAFE_LOGIT):
-        d = d - d.max(axis=1, keepdims=True)
-    np.exp(d, out=d)
-    bins = np.arange(reg_max, dtype=np.float32)
-    return np.asarray(np.matmul(bins, d) / d.sum(axis=1))
-
-
-def decode_yolov8_raw(tensors: Sequence[np.ndarray], strides: Sequence[int], reg_max: int,
-                      num_classes: int, conf_threshold: float) -> Candidates:
-    """YOLOv8 / YOLO11 raw heads (the graph cut before the DFL) -> candidates.
+def yolov8_raw_lazy(tensors: Sequence[np.ndarray], strides: Sequence[int], reg_max: int,
+                    num_classes: int, conf_threshold: float) -> LazyBoxes:
+    """YOLOv8 / YOLO11 raw heads (the graph cut before the DFL) -> candidates, boxes decoded on demand.
 
     Per stride either two tensors, box ``[1, 4*reg_max, H, W]`` then class logits ``[1, nc, H, W]``
     (what ``dla_build trim`` writes: box_s8, cls_s8, box_s16, ...), or one ``[1, 4*reg_max+nc, H, W]``
@@ -216,7 +180,7 @@ def decode_yolov8_raw(tensors: Sequence[np.ndarray], strides: Sequence[int], reg
                           f"{2 * len(strides)} (box, cls per stride) or {len(strides)}",
                           call="decode_yolov8_raw")
     gate = _logit(conf_threshold)
-    parts = []
+    lazy = LazyBoxes(reg_max)
     for i, stride in enumerate(strides):
         tb, tc = (tensors[2 * i], tensors[2 * i + 1]) if paired else (tensors[i], tensors[i][:, nb:])
         if (tb.ndim != 4 or tc.ndim != 4 or tb.shape[0] != 1 or tb.shape[1] < nb or tc.shape[1] < num_classes
@@ -226,21 +190,24 @@ def decode_yolov8_raw(tensors: Sequence[np.ndarray], strides: Sequence[int], reg
                               params={"stride": stride})
         h, w = tb.shape[2:]
         cls = tc[0, :num_classes].reshape(num_classes, h * w)
-        box = tb[0, :nb].reshape(nb, h * w)
         best = cls.max(axis=0)
         cols = np.flatnonzero(best >= gate)
-        if cols.size == 0:
-            continue
         if cols.size < best.size:
-            cls, box, best = cls[:, cols], box[:, cols], best[cols]
+            cls, best = cls[:, cols], best[cols]
+        scores = sigmoid(best.astype(np.float32))
+        keep = scores >= conf_threshold  # the gate was on logits; the threshold is on the probability
         ids = argmax_rows(cls, best)
-        dist = _dfl_distances(box, reg_max)
-        ax = (cols % w).astype(np.float32) + np.float32(0.5)
-        ay = (cols // w).astype(np.float32) + np.float32(0.5)
-        boxes = np.stack([ax - dist[0], ay - dist[1], ax + dist[2], ay + dist[3]], axis=1)
-        boxes *= np.float32(stride)
-        parts.append(_filter(boxes, sigmoid(best.astype(np.float32)), ids, conf_threshold))
-    return _concat(parts)
+        if not keep.all():
+            cols, scores, ids = cols[keep], scores[keep], ids[keep]
+        lazy.add(tb[0, :nb].reshape(nb, h * w), cols, w, stride, scores, ids)
+    return lazy
+
+
+def decode_yolov8_raw(tensors: Sequence[np.ndarray], strides: Sequence[int], reg_max: int,
+                      num_classes: int, conf_threshold: float) -> Candidates:
+    """YOLOv8 / YOLO11 raw heads -> candidates (see :func:`yolov8_raw_lazy`)."""
+    lazy = yolov8_raw_lazy(tensors, strides, reg_max, num_classes, conf_threshold)
+    return Candidates(lazy.boxes(), lazy.scores, lazy.class_ids)
 
 
 class Decoder:
@@ -271,6 +238,11 @@ class Decoder:
 
     def __call__(self, tensors: Sequence[np.ndarray], conf_threshold: float, iou_threshold: float,
                  max_detections: int) -> Detections:
+        if self.kind == "yolov8_raw":  # boxes only for what NMS looks at (see dfl.LazyBoxes)
+            lazy = yolov8_raw_lazy(tensors, self.strides, self.reg_max, self.num_classes, conf_threshold)
+            scores, ids = lazy.scores, lazy.class_ids
+            keep = nms(lazy.boxes, scores, ids, iou_threshold, max_detections)
+            return Detections(lazy.boxes(keep), scores[keep], ids[keep])
         c = self.candidates(tensors, conf_threshold)
         keep = nms(c.boxes, c.scores, c.class_ids, iou_threshold, max_detections)
         return Detections(c.boxes[keep], c.scores[keep], c.class_ids[keep])

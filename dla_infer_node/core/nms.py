@@ -19,6 +19,8 @@ Two exact ways, same result:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 # Candidates beyond this many (highest scores first) never reach NMS; bounds worst-case latency.
@@ -113,9 +115,12 @@ def _nms_blocks(b: np.ndarray, area: np.ndarray, thr: np.float32, max_detections
     return np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
 
 
-def nms(boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_threshold: float,
-        max_detections: int, method: str = "auto") -> np.ndarray:
+def nms(boxes: np.ndarray | Callable[[np.ndarray], np.ndarray], scores: np.ndarray, class_ids: np.ndarray,
+        iou_threshold: float, max_detections: int, method: str = "auto") -> np.ndarray:
     """Greedy class-aware NMS; returns kept indices, highest score first (see the module docstring).
+
+    ``boxes``: (M, 4) xyxy, or a function giving the boxes of the indices it is passed (so that a decoder
+    can leave the boxes NMS never looks at undecoded).
 
     ``method``: "auto" (sparse unless the overlapping pairs pass MAX_PAIRS), "sparse" or "blocks"; all
     give the same result (the choice exists for the tests and the benchmark).
@@ -131,7 +136,7 @@ def nms(boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_thresh
     p = n if method == "blocks" else min(n, max(PREFIX_MIN, PREFIX_PER_DETECTION * max_detections))
     while True:
         order = _top_order(scores, p)
-        b = boxes[order].astype(np.float32, copy=True)
+        b = (boxes(order) if callable(boxes) else boxes[order]).astype(np.float32, copy=True)
         span = np.float32(float(b.max()) - float(b.min()) + 1.0)
         b[:, 0::2] += (class_ids[order].astype(np.float32) * span)[:, None]
         area = np.clip(b[:, 2] - b[:, 0], 0, None) * np.clip(b[:, 3] - b[:, 1], 0, None)
