@@ -169,5 +169,5 @@ def test_launch_file_takes_dds_profile(tmp_path: Path) -> None:
     own.write_text("<dds/>")
     assert launch_args.dds_profile(str(own), str(REPO / "config")) == str(own.resolve())
     assert launch_args.dds_profile("", str(REPO / "config")) == ""
-    with pytest.raises(launch_args.LaunchArgumentError, match="dds_profile:='nope.xml'"):
+    with pytest.raises(launch_args.LaunchArgumentError, match=r"dds_profile:='nope\.xml'"):
         launch_args.dds_profile("nope.xml", str(REPO / "config"))

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dla_infer_node.core.backend import Backend
-from dla_infer_node.core.errors import BackendError, ParameterError
-from dla_infer_node.core.model_meta import ModelMetadata, load_metadata
+from dla_infer_node.core.errors import BackendError, DlaInferError, ParameterError
+from dla_infer_node.core.model_meta import ModelMetadata, load_metadata, with_class_names
 from dla_infer_node.core.resources import default_model_metadata, metadata_for_model
 
 BACKENDS = ("onnxruntime", "cudla")
@@ -112,4 +112,10 @@ def open_backend(settings: BackendSettings) -> tuple[Backend, ModelMetadata]:
 
     backend = OnnxRuntimeBackend(settings.resolved_model_path(metadata), metadata,
                                  providers=tuple(settings.ort_providers), threads=settings.ort_threads)
+    if not metadata.classes:  # the YAML gave none: the names ultralytics writes into the ONNX metadata
+        try:
+            metadata = with_class_names(metadata, backend.model_class_names(), str(backend.model_path))
+        except DlaInferError:
+            backend.close()
+            raise
     return backend, metadata

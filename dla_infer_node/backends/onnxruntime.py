@@ -14,8 +14,11 @@ import numpy as np
 
 from dla_infer_node.core.backend import RawOutputs
 from dla_infer_node.core.errors import BackendError, DlaInferError, ModelError
-from dla_infer_node.core.model_meta import ModelMetadata
+from dla_infer_node.core.model_meta import ModelMetadata, class_names_from_onnx_metadata
 from dla_infer_node.core.preprocess import Preprocessor
+
+# model input type -> the dtype the preprocessed float32 tensor is cast to (an fp16 export takes fp16)
+INPUT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
 
 def _dims_match(actual: Sequence[Any], expected: Sequence[int]) -> bool:
@@ -40,6 +43,7 @@ class OnnxRuntimeBackend:
         self.model_path = Path(model_path)
         self.metadata = metadata
         self._session: Any = None
+        self._input_dtype: type[np.generic] = np.float32
         params = {"model": str(self.model_path)}
         if not self.model_path.is_file():
             raise ModelError("ONNX model file not found", call="OnnxRuntimeBackend", params=params,
@@ -83,11 +87,12 @@ class OnnxRuntimeBackend:
                              params=where, stage="model_check")
         inp = inputs[0]
         shape_ok = _dims_match(inp.shape, expected_in)
-        if inp.name != meta.input.name or not shape_ok or inp.type != "tensor(float)":
+        if inp.name != meta.input.name or not shape_ok or inp.type not in INPUT_TYPES:
             self.close()
             raise ModelError(f"model input is {inp.name!r} {inp.shape} {inp.type}; metadata expects "
-                             f"{meta.input.name!r} {expected_in} tensor(float)", call="check_model",
-                             params=where, stage="model_check")
+                             f"{meta.input.name!r} {expected_in} {' or '.join(INPUT_TYPES)}",
+                             call="check_model", params=where, stage="model_check")
+        self._input_dtype = INPUT_TYPES[inp.type]
         outs = {o.name: o for o in self._session.get_outputs()}
         for spec in meta.outputs:
             got = outs.get(spec.name)
@@ -105,6 +110,8 @@ class OnnxRuntimeBackend:
         if self._session is None:
             raise BackendError("backend is closed", call="OnnxRuntimeBackend.infer", stage="backend_infer")
         tensor, lb = self._pre(image, encoding)  # InputError for bad frames, before ORT sees anything
+        if self._input_dtype is not np.float32:
+            tensor = tensor.astype(self._input_dtype)
         try:
             outs = self._session.run(self._output_names, {self._input_name: tensor})
         except DlaInferError:
@@ -113,7 +120,16 @@ class OnnxRuntimeBackend:
             raise BackendError(f"onnxruntime run failed: {exc}", call="InferenceSession.run",
                                params={"model": str(self.model_path), "input_shape": tensor.shape},
                                stage="backend_infer") from exc
+        # fp16 outputs become float32 here: the decoders compute in float32
         return RawOutputs([np.asarray(o, dtype=np.float32) for o in outs], lb)
+
+    def model_class_names(self) -> tuple[str, ...]:
+        """Class names the ONNX file's own metadata holds (ultralytics' ``names``); () when it has none."""
+        if self._session is None:
+            raise BackendError("backend is closed", call="OnnxRuntimeBackend.model_class_names",
+                               stage="model_check")
+        text = self._session.get_modelmeta().custom_metadata_map.get("names")
+        return class_names_from_onnx_metadata(text) if text else ()
 
     def close(self) -> None:
         # the session owns all ORT memory; dropping the last reference releases it

@@ -8,6 +8,9 @@ Kinds (``metadata.decoder.kind``):
   ``score = s_obj * s_cls``. Channels past ``na*(5+nc)`` (e.g. 255 padded to 256) are ignored.
 - ``yolov5_final``: ``[1, N, 5+nc]`` rows ``cx, cy, w, h, obj, cls...`` (already activated), score = obj*cls.
 - ``yolov8`` (also v11): ``[1, 4+nc, N]`` rows ``cx, cy, w, h, cls...`` (already activated, no objectness).
+- ``yolov8_raw`` (also v11, v5u): the graph cut after the per-level head convolutions, before the DFL;
+  per stride a box tensor ``[1, 4*reg_max, H, W]`` and a class-logit tensor ``[1, nc, H, W]``
+  (see :func:`decode_yolov8_raw`).
 
 Boxes come out in network-input pixels; the pipeline maps them to the source image with the letterbox.
 Every candidate takes its best class (one label per box), as the detection message carries one.
@@ -22,15 +25,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from dla_infer_node.core.detections import Detections
+from dla_infer_node.core.dfl import LazyBoxes, argmax_rows
 from dla_infer_node.core.errors import ModelError, ParameterError
 from dla_infer_node.core.model_meta import ModelMetadata
+from dla_infer_node.core.nms import MAX_NMS_CANDIDATES, nms
 from dla_infer_node.core.output_shapes import check_output_shapes
 
-# Candidates beyond this many (highest scores first) never reach NMS; bounds worst-case latency.
-MAX_NMS_CANDIDATES = 30000
-# Boxes compared against the rest per NMS step (trade-off between numpy call count and wasted work).
-NMS_BLOCK = 32
-NMS_BLOCK_ELEMS = 8192  # when few boxes remain, take them all as one block (a small full matrix)
+__all__ = ["MAX_NMS_CANDIDATES", "Candidates", "DecodeError", "Decoder", "make_decoder", "nms"]
+
 
 
 class DecodeError(ModelError):
@@ -74,78 +76,6 @@ def check_threshold(name: str, value: float) -> float:
     if not (0.0 <= v <= 1.0):
         raise ParameterError(name, value, "a number in [0, 1]")
     return v
-
-
-def nms(boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_threshold: float,
-        max_detections: int) -> np.ndarray:
-    """Greedy class-aware NMS; returns kept indices, highest score first.
-
-    A box is suppressed by a higher-scoring box of the same class when their IoU is > ``iou_threshold``.
-    Each class is suppressed on its own (its boxes only), so no box value can make two classes interact:
-    a coordinate offset per class (the usual trick) rounds boxes together in float32 once coordinates
-    are large, and one NaN/Inf in the frame would disable it. Boxes and scores must be finite
-    (:func:`finite_candidates`); the per-class results are merged by score.
-
-    Exactly the classic greedy result, computed in blocks to keep numpy calls few: the next
-    ``NMS_BLOCK`` unsuppressed boxes (in score order) are compared with all remaining ones at once; the
-    greedy order inside the block is resolved by a fixed-point iteration on its (upper-triangular)
-    suppression matrix, and the block's survivors then suppress the rest.
-    """
-    m = int(scores.shape[0])
-    if m == 0 or max_detections <= 0:
-        return np.zeros(0, dtype=np.int64)
-    order = np.argsort(-scores, kind="stable")
-    if m > MAX_NMS_CANDIDATES:
-        order = order[:MAX_NMS_CANDIDATES]
-    ids = class_ids[order]
-    if ids.size and ids.min() == ids.max():  # one class (the common case): no grouping needed
-        return order[_nms_sorted(boxes[order], iou_threshold, max_detections)]
-    # group by class keeping score order inside each group (stable sort), suppress each group alone
-    by_class = np.argsort(ids, kind="stable")
-    starts = np.flatnonzero(np.r_[True, ids[by_class][1:] != ids[by_class][:-1]])
-    kept: list[np.ndarray] = []
-    for group in np.split(by_class, starts[1:]):
-        kept.append(group[_nms_sorted(boxes[order[group]], iou_threshold, max_detections)])
-    positions = np.sort(np.concatenate(kept))  # a position in ``order`` is a rank by score
-    return order[positions[:max_detections]]
-
-
-def _nms_sorted(boxes: np.ndarray, iou_threshold: float, max_detections: int) -> np.ndarray:
-    """Greedy NMS of one class's boxes, already in descending score order: kept positions, ascending."""
-    b = boxes.astype(np.float32, copy=False)
-    area = np.clip(b[:, 2] - b[:, 0], 0, None) * np.clip(b[:, 3] - b[:, 1], 0, None)
-    thr = np.float32(iou_threshold)
-    rem = np.arange(b.shape[0])
-    kept: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
-    n_kept = 0
-    while rem.size and n_kept < max_detections:
-        k = min(int(rem.size), max(NMS_BLOCK, NMS_BLOCK_ELEMS // int(rem.size)))
-        rows = rem[:k]
-        bq, br = b[rows], b[rem]
-        inter = np.minimum(bq[:, 2:3], br[:, 2])
-        inter -= np.maximum(bq[:, 0:1], br[:, 0])
-        np.maximum(inter, 0, out=inter)
-        ih = np.minimum(bq[:, 3:4], br[:, 3])
-        ih -= np.maximum(bq[:, 1:2], br[:, 1])
-        np.maximum(ih, 0, out=ih)
-        inter *= ih
-        union = area[rows][:, None] + area[rem][None, :]
-        union -= inter
-        union *= thr
-        sup = inter > union  # IoU > t  <=>  inter > t*union; zero-area boxes (union 0) never suppress
-        tri = np.triu(sup[:, :k], 1)
-        alive = np.ones(k, dtype=bool)
-        while True:  # converges in (longest suppression chain) steps; the fixed point is the greedy one
-            nxt = ~tri[alive].any(axis=0)
-            if np.array_equal(nxt, alive):
-                break
-            alive = nxt
-        kept.append(rows[alive])
-        n_kept += int(alive.sum())
-        gone = sup[alive].any(axis=0)
-        gone[:k] = True
-        rem = rem[~gone]
-    return np.concatenate(kept)[:max_detections]
 
 
 def finite_candidates(c: Candidates) -> tuple[Candidates, int]:
@@ -238,14 +168,60 @@ def decode_yolov8(tensor: np.ndarray, num_classes: int, conf_threshold: float) -
     if tensor.ndim != 3 or tensor.shape[0] != 1 or no not in tensor.shape[1:]:
         raise DecodeError(f"output shape {tensor.shape}; expected [1, {no}, N]", call="decode_yolov8")
     x = tensor[0] if tensor.shape[1] == no else tensor[0].T  # (4+nc, N)
-    cls = x[4:no]
-    # max over classes is cheap; argmax along axis 0 is not (measured ~30x slower): argmax survivors only
-    cols = np.nonzero(cls.max(axis=0) >= conf_threshold)[0]
-    sel = cls[:, cols]
-    ids = np.argmax(sel, axis=0)
-    best = sel[ids, np.arange(cols.size)]
-    boxes = cxcywh_to_xyxy(x[:4, cols].T.astype(np.float32))
-    return Candidates(boxes, best.astype(np.float32), ids.astype(np.int64))
+    cls, box = x[4:no], x[:4]
+    best = cls.max(axis=0)  # max over classes is cheap; everything else only for the columns that pass
+    cols = np.flatnonzero(best >= conf_threshold)
+    if cols.size < best.size:
+        cls, box, best = cls[:, cols], box[:, cols], best[cols]
+    ids = argmax_rows(cls, best)
+    return Candidates(cxcywh_to_xyxy(box.T.astype(np.float32)), best.astype(np.float32), ids)
+
+
+def yolov8_raw_lazy(tensors: Sequence[np.ndarray], strides: Sequence[int], reg_max: int,
+                    num_classes: int, conf_threshold: float) -> LazyBoxes:
+    """YOLOv8 / YOLO11 raw heads (the graph cut before the DFL) -> candidates, boxes decoded on demand.
+
+    Per stride either two tensors, box ``[1, 4*reg_max, H, W]`` then class logits ``[1, nc, H, W]``
+    (what ``dla_build trim`` writes: box_s8, cls_s8, box_s16, ...), or one ``[1, 4*reg_max+nc, H, W]``
+    holding both. Channel ``side*reg_max + k`` is bin k of side l, t, r, b; each side's distance (in strides)
+    is the softmax expectation over its bins; the box is ``(gx+0.5-l, gy+0.5-t, gx+0.5+r, gy+0.5+b)*stride``,
+    the score ``sigmoid(best class logit)``. Channels past those (DLA padding) are ignored.
+    """
+    nb = 4 * reg_max
+    paired = len(tensors) == 2 * len(strides)
+    if not paired and len(tensors) != len(strides):
+        raise DecodeError(f"{len(tensors)} head tensors for {len(strides)} strides; expected "
+                          f"{2 * len(strides)} (box, cls per stride) or {len(strides)}",
+                          call="decode_yolov8_raw")
+    gate = _logit(conf_threshold)
+    lazy = LazyBoxes(reg_max)
+    for i, stride in enumerate(strides):
+        tb, tc = (tensors[2 * i], tensors[2 * i + 1]) if paired else (tensors[i], tensors[i][:, nb:])
+        if (tb.ndim != 4 or tc.ndim != 4 or tb.shape[0] != 1 or tb.shape[1] < nb or tc.shape[1] < num_classes
+                or tb.shape[2:] != tc.shape[2:]):
+            raise DecodeError(f"head tensors {tb.shape} / {tc.shape}; expected [1, >={nb}, H, W] box and "
+                              f"[1, >={num_classes}, H, W] class logits", call="decode_yolov8_raw",
+                              params={"stride": stride})
+        h, w = tb.shape[2:]
+        cls = tc[0, :num_classes].reshape(num_classes, h * w)
+        best = cls.max(axis=0)
+        cols = np.flatnonzero(best >= gate)
+        if cols.size < best.size:
+            cls, best = cls[:, cols], best[cols]
+        scores = sigmoid(best.astype(np.float32))
+        keep = scores >= conf_threshold  # the gate was on logits; the threshold is on the probability
+        ids = argmax_rows(cls, best)
+        if not keep.all():
+            cols, scores, ids = cols[keep], scores[keep], ids[keep]
+        lazy.add(tb[0, :nb].reshape(nb, h * w), cols, w, stride, scores, ids)
+    return lazy
+
+
+def decode_yolov8_raw(tensors: Sequence[np.ndarray], strides: Sequence[int], reg_max: int,
+                      num_classes: int, conf_threshold: float) -> Candidates:
+    """YOLOv8 / YOLO11 raw heads -> candidates (see :func:`yolov8_raw_lazy`)."""
+    lazy = yolov8_raw_lazy(tensors, strides, reg_max, num_classes, conf_threshold)
+    return Candidates(lazy.boxes(), lazy.scores, lazy.class_ids)
 
 
 class Decoder:
@@ -257,6 +233,7 @@ class Decoder:
         self.num_classes = d.num_classes
         self.strides = tuple(d.strides)
         self.anchors = tuple(d.anchors)
+        self.reg_max = d.reg_max
         self.num_outputs = len(metadata.outputs)
         if self.kind == "yolov5_raw" and len(self.strides) != self.num_outputs:
             raise DecodeError(f"yolov5_raw: {len(self.strides)} strides but {self.num_outputs} outputs",
@@ -272,10 +249,27 @@ class Decoder:
             return decode_yolov5_raw(tensors, self.strides, self.anchors, self.num_classes, conf_threshold)
         if self.kind == "yolov5_final":
             return decode_yolov5_final(tensors[0], self.num_classes, conf_threshold)
+        if self.kind == "yolov8_raw":
+            return decode_yolov8_raw(tensors, self.strides, self.reg_max, self.num_classes, conf_threshold)
         return decode_yolov8(tensors[0], self.num_classes, conf_threshold)
 
     def __call__(self, tensors: Sequence[np.ndarray], conf_threshold: float, iou_threshold: float,
                  max_detections: int) -> Detections:
+        if self.kind == "yolov8_raw":  # boxes only for what NMS looks at (see dfl.LazyBoxes)
+            lazy = yolov8_raw_lazy(tensors, self.strides, self.reg_max, self.num_classes, conf_threshold)
+            scores, ids = lazy.scores, lazy.class_ids
+            finite = np.isfinite(scores)
+            if not finite.all():  # a non-finite score cannot be ranked: ranked last, then dropped, counted
+                self.nonfinite_dropped += int(finite.size - np.count_nonzero(finite))
+                scores = np.where(finite, scores, np.float32(-1))
+            keep = nms(lazy.boxes, scores, ids, iou_threshold, max_detections)
+            keep = keep[finite[keep]]
+            boxes = lazy.boxes(keep)
+            ok = np.isfinite(boxes).all(axis=1)
+            if not ok.all():  # a box the DFL made non-finite (non-finite logits) is dropped and counted
+                self.nonfinite_dropped += int(ok.size - np.count_nonzero(ok))
+                keep, boxes = keep[ok], boxes[ok]
+            return Detections(boxes, scores[keep], ids[keep])
         c, dropped = finite_candidates(self.candidates(tensors, conf_threshold))
         if dropped:
             self.nonfinite_dropped += dropped

@@ -15,7 +15,7 @@ from typing import Any
 from dla_infer_node.core.errors import ModelError
 from dla_infer_node.core.yaml_file import read_yaml
 
-DECODER_KINDS = ("yolov5_raw", "yolov5_final", "yolov8")
+DECODER_KINDS = ("yolov5_raw", "yolov5_final", "yolov8", "yolov8_raw")
 CHANNEL_ORDERS = ("rgb", "bgr")
 
 
@@ -44,6 +44,8 @@ class DecoderSpec:
     strides: tuple[int, ...] = ()
     # anchors[i] are the (w, h) pairs in input pixels for strides[i] (yolov5_raw only)
     anchors: tuple[tuple[tuple[float, float], ...], ...] = ()
+    # bins per box side of the DFL head (yolov8_raw only; ultralytics uses 16)
+    reg_max: int = 16
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,85 @@ def _floats(value: Any, what: str, path: Path, count: int | None = None) -> tupl
     return out
 
 
+def class_names_from_onnx_metadata(text: str) -> tuple[str, ...]:
+    """Class names from the ONNX metadata ``names`` entry as ultralytics writes it: the text of a Python
+    dict ``{0: 'person', 1: 'bicycle', ...}`` (or a list). Parsed with ``ast.literal_eval``, never
+    ``eval``."""
+    import ast
+
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
+        raise ModelError(f"ONNX metadata 'names' is not a dict/list literal: {text[:60]!r}",
+                         call="class_names_from_onnx_metadata") from exc
+    if isinstance(value, dict):
+        try:
+            ids = sorted(int(k) for k in value)
+        except (TypeError, ValueError) as exc:
+            raise ModelError("ONNX metadata 'names' keys are not class ids",
+                             call="class_names_from_onnx_metadata") from exc
+        if ids != list(range(len(ids))):
+            raise ModelError(f"ONNX metadata 'names' ids are not 0..{len(ids) - 1}",
+                             call="class_names_from_onnx_metadata")
+        return tuple(str(value[k]) for k in sorted(value, key=int))
+    if isinstance(value, (list, tuple)):
+        return tuple(str(v) for v in value)
+    raise ModelError(f"ONNX metadata 'names' is a {type(value).__name__}, not a dict or list",
+                     call="class_names_from_onnx_metadata")
+
+
+def class_names(doc: Mapping[str, Any], path: Path) -> tuple[str, ...]:
+    """``classes`` (a list of names); ``labels`` is its synonym when it is a list, or names a labels file
+    (one name per line, relative to the metadata file) when it is a string. Empty when neither is given."""
+    where = {"path": str(path)}
+    names = doc.get("classes")
+    labels = doc.get("labels")
+    if isinstance(labels, str):
+        if names is None:
+            file = Path(labels) if Path(labels).is_absolute() else path.parent / labels
+            try:
+                text = file.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise ModelError(f"labels file {labels!r} unreadable ({exc})", call="load_metadata",
+                                 params=where) from exc
+            return tuple(line.strip() for line in text.splitlines() if line.strip())
+        labels = None
+    if labels is not None:
+        if names is not None and list(labels) != list(names):
+            raise ModelError("'classes' and 'labels' (its synonym) both given and they differ",
+                             call="load_metadata", params=where)
+        names = labels
+    if names is None:
+        return ()
+    if isinstance(names, (str, bytes)) or not isinstance(names, Sequence):
+        raise ModelError(f"'classes' must be a list of names, got {names!r}", call="load_metadata",
+                         params=where)
+    return tuple(str(c) for c in names)
+
+
+def _check_yolov8_raw(decoder: DecoderSpec, n_outputs: int, path: Path) -> None:
+    if not decoder.strides or n_outputs not in (len(decoder.strides), 2 * len(decoder.strides)):
+        raise ModelError(f"yolov8_raw needs decoder.strides and per stride one output (box+cls) or two "
+                         f"(box, cls); got {len(decoder.strides)} strides, {n_outputs} outputs",
+                         call="load_metadata", params={"path": str(path)})
+    if decoder.reg_max < 1:
+        raise ModelError(f"decoder.reg_max must be >= 1, got {decoder.reg_max}", call="load_metadata",
+                         params={"path": str(path)})
+
+
+def with_class_names(metadata: ModelMetadata, names: Sequence[str], source: str) -> ModelMetadata:
+    """``metadata`` with class names from elsewhere (the model file), when its YAML gave none."""
+    from dataclasses import replace
+
+    if metadata.classes:
+        return metadata
+    if len(names) != metadata.decoder.num_classes:
+        raise ModelError(f"{len(names)} class names in {source} but decoder.num_classes="
+                         f"{metadata.decoder.num_classes}", call="with_class_names",
+                         params={"metadata": str(metadata.path)})
+    return replace(metadata, classes=tuple(names))
+
+
 def parse_metadata(doc: Mapping[str, Any], path: Path) -> ModelMetadata:
     """Validate a metadata mapping (as read from YAML) and build the record."""
     if not isinstance(doc, Mapping):
@@ -152,20 +233,26 @@ def parse_metadata(doc: Mapping[str, Any], path: Path) -> ModelMetadata:
         if not flat or len(flat) % 2:
             raise _bad(path, f"decoder.anchors[{i}]", a, "a non-empty list of (w, h) pairs: w1, h1, w2, h2")
         anchors.append(tuple((flat[j], flat[j + 1]) for j in range(0, len(flat), 2)))
-    classes_doc = _list(_require(doc, "classes", "", path), "classes", path)
-    classes = tuple(str(c) for c in classes_doc)
+    classes = class_names(doc, path)
+    if not classes and "num_classes" not in dec:
+        raise ModelError("no class names: give 'classes' (a list of names) or 'decoder.num_classes' (names "
+                         "then come from the ONNX metadata 'names')", call="load_metadata",
+                         params={"path": str(path)})
     decoder = DecoderSpec(
         kind=kind,
         num_classes=_int(dec.get("num_classes", len(classes)), "decoder.num_classes", path, 1),
         strides=_ints(dec.get("strides", ()), "decoder.strides", path),
         anchors=tuple(anchors),
+        reg_max=_int(dec.get("reg_max", 16), "decoder.reg_max", path, least=1),
     )
-    if decoder.num_classes != len(classes):
+    if classes and decoder.num_classes != len(classes):
         raise ModelError(f"decoder.num_classes={decoder.num_classes} but {len(classes)} class names",
                          call="load_metadata", params={"path": str(path)})
     if kind == "yolov5_raw" and len(anchors) != len(decoder.strides):
         raise ModelError("yolov5_raw needs one anchor list per stride",
                          call="load_metadata", params={"path": str(path)})
+    if kind == "yolov8_raw":
+        _check_yolov8_raw(decoder, len(_list(_require(doc, "outputs", "", path), "outputs", path)), path)
     outputs = []
     for i, o in enumerate(_list(_require(doc, "outputs", "", path), "outputs", path)):
         o = _mapping(o, f"outputs[{i}]", path)
@@ -174,6 +261,8 @@ def parse_metadata(doc: Mapping[str, Any], path: Path) -> ModelMetadata:
                                   shape=_ints(_require(o, "shape", f"{key}.", path), f"{key}.shape", path)))
     name = doc.get("name", path.stem)
     known = {"input", "decoder", "outputs", "classes", "name"}
+    if not isinstance(doc.get("labels"), str):  # a labels *file* stays in extra (the shipped model has one)
+        known.add("labels")
     return ModelMetadata(
         path=path,
         name=_text(name, "name", path) if "name" in doc else str(name),
