@@ -78,13 +78,17 @@ def test_missing_files_are_parameter_errors(tmp_path: Path) -> None:
         params.validate_config({**_files(tmp_path), "labels_path": str(tmp_path / "nope.txt")})
 
 
-def test_preprocess_auto_follows_the_backend(tmp_path: Path) -> None:
+def test_preprocess_auto_follows_the_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the default, so `backend:=onnxruntime` works with the Orin config (which leaves it at auto)
     assert params.SPECS["preprocess_device"].default == "auto"
     assert params.validate_config(_files(tmp_path)).preprocess_device == "cpu"
     loadable = tmp_path / "x.loadable"
     loadable.write_bytes(b"\0")
     (tmp_path / "x.loadable.yaml").write_text("x")
+    cfg = params.validate_config({"backend": "cudla", "loadable_path": str(loadable)})
+    # gpu where the fused kernel can run (cuda.core installed), else cpu: this machine has no cuda.core
+    assert cfg.preprocess_device == ("gpu" if params.gpu_preprocess_possible() else "cpu")
+    monkeypatch.setattr(params, "gpu_preprocess_possible", lambda: True)
     cfg = params.validate_config({"backend": "cudla", "loadable_path": str(loadable)})
     assert cfg.preprocess_device == "gpu"
     orin = yaml.safe_load((REPO / "config" / "orin_dla.yaml").read_text())["/**"]["ros__parameters"]

@@ -199,5 +199,9 @@ def test_doctor_passes_every_stage(emu: Any, artifacts_dir: Path, tmp_path: Path
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = yaml.safe_load(record.read_text())
     assert doc["result"] == "pass" and {"artifact", "runtime", "platform"} <= set(doc)
-    assert all(s["status"] == "PASS" for s in doc["stages"])
+    # the platform stage WARNs off a Jetson (no L4T, no TensorRT: no DLA line to check the artifact
+    # against); every other stage must pass
+    status = {s["stage"]: s["status"] for s in doc["stages"]}
+    assert status.pop("platform") in ("PASS", "WARN")
+    assert status and all(v == "PASS" for v in status.values()), status
     assert doc["runtime"]["dla_emulator"] is True

@@ -125,8 +125,8 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("dla_core", "integer", 0, "DLA core for backend cudla (AGX Orin has cores 0 and 1).",
               min=0, max=1),
     _s("preprocess_device", "auto", "Where letterbox/normalise/pack runs: 'cpu', 'gpu' (one CUDA kernel "
-       "into the registered DLA input buffer; backend cudla only), or 'auto' (gpu with backend cudla, cpu "
-       "otherwise; the node declares the resolved value).", choices=PREPROCESS_DEVICES),
+       "into the registered DLA input buffer; backend cudla only), or 'auto' (gpu with backend cudla where "
+       "cuda.core is installed, cpu otherwise; the node declares the resolved value).", choices=PREPROCESS_DEVICES),
     ParamSpec("ort_threads", "integer", 0, "ONNX Runtime intra-op threads (0: ONNX Runtime's default).",
               min=0, max=256),
     ParamSpec("ort_providers", "string_array", ("CPUExecutionProvider",),
@@ -237,6 +237,17 @@ def validate_value(name: str, value: Any) -> ParamValue:
     return SPECS[name].validate(value)
 
 
+def gpu_preprocess_possible() -> bool:
+    """Whether the fused GPU preprocess can run here: it needs cuda.core (cuda-python), which a machine
+    driving the DLA through cuda.bindings alone (or the emulator's CPU fake driver) may lack."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("cuda.core") is not None
+    except (ImportError, ValueError):  # no 'cuda' package at all
+        return False
+
+
 def validate_config(values: Mapping[str, Any], *, check_files: bool = True) -> NodeConfig:
     """Validate a full set of values (missing ones take their defaults) in table order, then cross-check.
 
@@ -248,7 +259,7 @@ def validate_config(values: Mapping[str, Any], *, check_files: bool = True) -> N
     for spec in PARAMETERS:
         v[spec.name] = spec.validate(values.get(spec.name, spec.default))
     if v["preprocess_device"] == "auto":  # resolved here, so every later check sees a concrete device
-        v["preprocess_device"] = "gpu" if v["backend"] == "cudla" else "cpu"
+        v["preprocess_device"] = "gpu" if v["backend"] == "cudla" and gpu_preprocess_possible() else "cpu"
     if not check_files:
         return NodeConfig(**v)
     if v["backend"] == "onnxruntime":
