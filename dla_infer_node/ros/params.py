@@ -125,8 +125,9 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("dla_core", "integer", 0, "DLA core for backend cudla (AGX Orin has cores 0 and 1).",
               min=0, max=1),
     _s("preprocess_device", "auto", "Where letterbox/normalise/pack runs: 'cpu', 'gpu' (one CUDA kernel "
-       "into the registered DLA input buffer; backend cudla only), or 'auto' (gpu with backend cudla where "
-       "cuda.core is installed, cpu otherwise; the node declares the resolved value).", choices=PREPROCESS_DEVICES),
+       "into the registered DLA input buffer; backend cudla only), or 'auto' (gpu with backend cudla "
+       "where cuda.core is installed, cpu otherwise; the node declares the resolved value).",
+       choices=PREPROCESS_DEVICES),
     ParamSpec("ort_threads", "integer", 0, "ONNX Runtime intra-op threads (0: ONNX Runtime's default).",
               min=0, max=256),
     ParamSpec("ort_providers", "string_array", ("CPUExecutionProvider",),
