@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,9 +40,9 @@ def _resolve(node: ast.ImportFrom, package: str) -> str:
     return ".".join([*base, node.module] if node.module else base)
 
 
-@lru_cache(maxsize=None)
+@cache
 def imports_of(path: Path) -> tuple[Import, ...]:
-    """Every import statement of a file; ``from pkg import mod`` also yields ``pkg.mod`` (it may be a module)."""
+    """Every import statement of a file; ``from pkg import mod`` also yields ``pkg.mod`` (it may be one)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = _package_of(path)
     out: list[Import] = []

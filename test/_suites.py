@@ -12,10 +12,11 @@ Everything else is core: it must pass on Python 3.10 without any ROS wheel (`mak
 
 from __future__ import annotations
 
-from functools import lru_cache
+import ast
+from functools import cache
 from pathlib import Path
 
-from _imports import imports_of, importorskip_names, package_modules, string_constants
+from _imports import importorskip_names, imports_of, package_modules, string_constants
 
 TEST_DIR = Path(__file__).resolve().parent
 ROS_PACKAGES = frozenset({
@@ -25,9 +26,9 @@ ROS_PACKAGES = frozenset({
 })  # not ament_index_python: core.resources tries it and falls back without ROS
 
 
-@lru_cache(maxsize=None)
+@cache
 def _ros_modules_of_package() -> frozenset[str]:
-    """Modules of dla_infer_node that import a ROS package, directly or through each other, lazily included."""
+    """Modules of dla_infer_node that import a ROS package, directly or through each other, lazily too."""
     modules = package_modules()
     needs: dict[str, bool] = {}
 
@@ -47,11 +48,12 @@ def _names_ros(name: str) -> bool:
     return name.split(".")[0] in ROS_PACKAGES or name in _ros_modules_of_package()
 
 
-@lru_cache(maxsize=None)
+@cache
 def is_node_test_file(path: Path) -> bool:
     path = path.resolve()
-    source = path.read_text(encoding="utf-8")
-    if "mark.node" in source:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    if any(isinstance(n, ast.Attribute) and n.attr == "node" and isinstance(n.value, ast.Attribute)
+           and n.value.attr == "mark" for n in ast.walk(tree)):  # pytest.mark.node
         return True
     for imp in imports_of(path):
         if _names_ros(imp.name):
