@@ -39,11 +39,12 @@ ROSDEP_KEYS = {
 }
 # import name -> pip distribution, for imports with no rosdep key. mcap: rosdep has only mcap-ros2-support (a
 # pip key for a package we do not use, which pulls mcap unpinned); cuda-bindings: JetPack's CUDA matches a
-# specific range; pycocotools: only `evaluate` (a developer tool) imports it.
+# specific range; pycocotools, onnx: only developer tools (`evaluate`, `dla_build`) import them.
 PIP_ONLY = {
     "cuda": "cuda-bindings",
     "mcap": "mcap",
     "pycocotools": "pycocotools",
+    "onnx": "onnx",
 }
 # not dependencies of the installed package: directories of a checkout that developer-only code imports
 # (bench.gpu runs through `make bench-gpu` from a checkout, with the DLA emulator built there)
