@@ -80,6 +80,8 @@ if [[ -x "$VENV/bin/python" && -n "$WANT_VERSION" && "$(py_version "$VENV/bin/py
     say "$VENV has Python $(py_version "$VENV/bin/python"), PYTHON asks for $WANT_VERSION: recreating it"
     rm -rf "$VENV"
 fi
+# venvs from before DISTRO existed were all Kilted ones
+if [[ -f "$STAMPS/deps" && ! -f "$STAMPS/distro" ]]; then stamp_set distro kilted; fi
 if [[ -x "$VENV/bin/python" && -f "$STAMPS/distro" && "$(cat "$STAMPS/distro")" != "$DISTRO" ]]; then
     die "$VENV was set up with DISTRO=$(cat "$STAMPS/distro"), not $DISTRO: pick another VENV or delete this one"
 fi
