@@ -3,6 +3,11 @@
 The environment is set at import time, before any test module can initialise rclpy, so it holds for
 the test process itself and for every child it starts (node processes, replay, capture, launch).
 Fixtures for running the node as a separate process live here; ROS-side helpers in ``_node_helpers``.
+
+Suites: ``--suite core`` collects only the test files that need no ROS (``_suites`` sorts them by reading
+them, so rclpy need not exist), ``--suite node`` only the others; every test carries the marker ``core`` or
+``node`` as well. ``--min-passed N`` fails a run that passed fewer than N tests, so a run on an interpreter
+that lacks something cannot go green by skipping everything.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _suites import is_node_test_file
 
 
 def _domain_id() -> int:
@@ -24,8 +30,26 @@ def _domain_id() -> int:
     return 1 + (os.getpid() * 7 + index * 13) % 200
 
 
-os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"  # Jazzy and later
-os.environ["ROS_LOCALHOST_ONLY"] = "1"                     # Humble (deprecated but honoured later)
+def _rclpy_major() -> int | None:
+    """Major version of the rclpy that would be imported (3 Humble, 7 Jazzy, 9 Kilted); imports nothing."""
+    from importlib import metadata
+
+    for dist in ("ros-rclpy", "rclpy"):  # the PyPI wheels; a sourced ROS install's egg-info
+        try:
+            return int(metadata.version(dist).split(".")[0])
+        except (metadata.PackageNotFoundError, ValueError):
+            continue
+    return None
+
+
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"  # Iron and later
+if (_rclpy_major() or 0) < 4:
+    os.environ["ROS_LOCALHOST_ONLY"] = "1"  # Humble knows only this one
+else:
+    # Jazzy's rcl warns twice on stderr for every process while it is set (deprecated, and it overrides the
+    # discovery range), which the tests that count a tool's stderr lines would see; LOCALHOST above already
+    # keeps DDS on loopback there
+    os.environ.pop("ROS_LOCALHOST_ONLY", None)
 # a domain the user chose is kept (their machine, their choice); otherwise each pytest process takes its own
 os.environ.setdefault("ROS_DOMAIN_ID", str(_domain_id()))
 _OWN_LOG_DIR = None if os.environ.get("ROS_LOG_DIR") else tempfile.mkdtemp(prefix="dla_infer_test_roslog_")
@@ -33,6 +57,56 @@ if _OWN_LOG_DIR is not None:
     os.environ["ROS_LOG_DIR"] = _OWN_LOG_DIR
 os.environ.setdefault("RCUTILS_COLORIZED_OUTPUT", "0")
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("dla_infer_node")
+    group.addoption("--suite", choices=("all", "core", "node"), default="all",
+                    help="core: only tests that need no ROS (Python 3.10 CI run); node: only the ROS ones")
+    group.addoption("--min-passed", type=int, default=0, metavar="N",
+                    help="fail the run when fewer than N tests passed")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "core: needs no ROS (runs in `make test-py310`); set automatically")
+    config.addinivalue_line("markers", "node: needs rclpy / ROS messages / launch; set automatically, "
+                                       "or by hand for what the import scan cannot see")
+    config.pluginmanager.register(_PassCounter(config.getoption("--min-passed")), "dla_pass_counter")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    suite = config.getoption("--suite")
+    if suite == "all" or collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    # decided before the file is imported: a node test file cannot even be imported without rclpy
+    return is_node_test_file(collection_path) != (suite == "node") or None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker("node" if is_node_test_file(item.path) else "core")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"suite: {config.getoption('--suite')} (test/_suites.py sorts files into core and node)"
+
+
+class _PassCounter:
+    def __init__(self, minimum: int) -> None:
+        self.minimum = minimum
+        self.passed = 0
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call" and report.passed:
+            self.passed += 1
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.minimum and self.passed < self.minimum and session.exitstatus in (0, 5):
+            session.config.get_terminal_writer().line(
+                f"--min-passed {self.minimum}: only {self.passed} tests passed; a missing dependency or a "
+                "suite split that lost tests?", red=True, bold=True)
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-IN_PROJECT_VENV = Path(sys.prefix).resolve() == (REPO / ".venv").resolve()
+# .venv (Kilted), .venv-jazzy (`make test-jazzy`): any venv that scripts/setup_env.sh made in this checkout
+_PREFIX = Path(sys.prefix).resolve()
+IN_PROJECT_VENV = _PREFIX.parent == REPO.resolve() and _PREFIX.name.startswith(".venv")
 
 # vision_msgs 4.x definitions, as rosidl reports them through get_fields_and_field_types().
 EXPECTED: dict[str, dict[str, str]] = {
