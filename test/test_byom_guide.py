@@ -135,11 +135,19 @@ def test_node_lines(guide: dict, which: str, ros_env: dict[str, str], tmp_path: 
                                        and probe.node.count_publishers(f"{ns}/detections") > 0)
                               or node.proc.poll() is not None, 90)
         assert ok and node.proc.poll() is None, node.output()
-        bgr = cv2.imread(str(guide["work"] / "samples" / "scene_30000001.png"))
-        msg = image_msg(bgr, "bgr8", 4242)
+        # a 640x480 raw frame from this (test) process is lost with Fast DDS's default shared-memory
+        # segment at best effort (issue 23; the guide's node command sets no profile): send the scene at
+        # 320x240 (230 kB, delivered) and compare with `detect` on that same frame
+        small = cv2.resize(cv2.imread(str(guide["work"] / "samples" / "scene_30000001.png")), (320, 240),
+                           interpolation=cv2.INTER_AREA)
+        cv2.imwrite(str(guide["work"] / "scene_small.png"), small)
+        msg = image_msg(small, "bgr8", 4242)
         out = probe.spin_until(lambda: dets, 60, every=lambda: pub.publish(msg), period=2.0)
         assert out, node.output()
-        want = json.loads(guide["detect samples/scene_30000001.png"].stdout)
+        res = run(["detect", "scene_small.png", "--model", "yolov8n_trimmed.meta.yaml", "--json"],
+                  guide["work"])
+        assert res.returncode == 0, res.stderr
+        want = json.loads(res.stdout)
         got = out[0].detections
         assert len(got) == len(want)
         names = sorted(d.results[0].hypothesis.class_id for d in got)
