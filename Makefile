@@ -18,7 +18,7 @@ export ROS_LOCALHOST_ONLY := 1
 MIN_CORE_PASSED ?= 350
 MIN_NODE_PASSED ?= 120
 
-.PHONY: venv test test-py310 test-jazzy demo bench bench-transport lint test-gpu bench-gpu eval-dla-emulated clean
+.PHONY: venv test test-py310 test-jazzy demo bench bench-transport bench-quantized lint test-gpu bench-gpu eval-dla-emulated clean
 
 venv:
 	@bash scripts/setup_env.sh
@@ -52,6 +52,11 @@ bench: venv
 
 # Raw frames between two processes over Fast DDS, with and without config/fastdds_large_images.xml (~8 min).
 # The stock-configuration cells need root for `ip netns`; without it the result says so and omits them.
+# int8 / fp16 accuracy of the dla_build calibrate / convert outputs (ONNX Runtime CPU, ~6 min on 2 cores)
+bench-quantized: venv
+	@mkdir -p bench/results
+	$(PY) -m dla_infer_node.bench.quantized_accuracy --methods minmax,entropy,percentile
+
 bench-transport: venv
 	@mkdir -p bench/results
 	$(PY) -m dla_infer_node.bench.transport --out bench/results/transport.json

@@ -1,7 +1,7 @@
 """Shared by the models/README.md guide tests: the guide's commands, a copy of the models folder to run them
 in, the environment of each line (the fake trtexec of its TensorRT line on PATH, the doctor and the node over
-the DLA EMULATOR + fake CUDA driver). The calibrate/convert outputs are written by _build_fixtures until those
-steps land."""
+the DLA EMULATOR + fake CUDA driver). The guide's calibrate line makes the cache and the Q/DQ ONNX the
+compile lines use."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import yaml
-from _build_fixtures import IN_SCALE, REPO, fake_env, write_cache, write_qdq
+from _build_fixtures import REPO, fake_env
 
 GUIDE = REPO / "models" / "README.md"
 HARNESS = REPO / "test" / "_fake_cudla_env.py"
@@ -28,14 +28,13 @@ def guide_commands() -> list[str]:
 
 
 def prepare(root: Path) -> list[str]:
-    """A copy of the models folder under root (with the calibration outputs); the guide's command lines."""
+    """A copy of the models folder under root; the guide's command lines."""
     (root / "models").mkdir()
     for f in (REPO / "models").glob("shapes_yolo.*"):
         (root / "models" / f.name).write_bytes(f.read_bytes())
-    write_cache(root / "models" / "shapes_yolo.calib", {"images": IN_SCALE})
-    write_qdq(root / "models")
     commands = guide_commands()
-    assert [c.split()[0] for c in commands] == ["dla_build"] * 4 + ["dla_doctor", "dla_infer_node"]
+    assert [c.split()[:2] for c in commands[:2]] == [["dla_build", "calibrate"], ["dla_build", "convert"]]
+    assert [c.split()[0] for c in commands] == ["dla_build"] * 6 + ["dla_doctor", "dla_infer_node"]
     return commands
 
 
@@ -59,7 +58,14 @@ def run_build_and_doctor(root: Path, commands: list[str], ros_env: dict[str, str
                            text=True, timeout=120)
         want = int(m.group(1)) if (m := re.search(r"exit (\d+)", comment)) else 0
         assert p.returncode == want, f"{line}\n{p.stdout}{p.stderr}"
-        if "--dry-run" in argv:
+        if argv[1] == "calibrate":
+            assert "input images: int8 scale" in p.stdout and "100/100" in p.stderr
+            assert (root / "models" / "shapes_yolo.calib").is_file()
+            assert (root / "models" / "shapes_yolo.qdq.onnx").is_file()
+        elif argv[1] == "convert":
+            assert p.stdout.count("max |fp16 - fp32|") == 3
+            assert (root / "models" / "shapes_yolo.fp16.onnx").is_file()
+        elif "--dry-run" in argv:
             assert "trtexec --onnx=models/shapes_yolo.onnx" in p.stdout and "dla_build sidecar" in p.stdout
             assert not (root / "build" / "shapes_yolo_fp16.loadable").exists()
         elif argv[0] == "dla_build" and want == 0:

@@ -14,8 +14,8 @@ import pytest
 from rclpy.serialization import serialize_message
 from sensor_msgs.msg import CompressedImage, Image
 
+from dla_infer_node.core import cdr_image
 from dla_infer_node.core.errors import InputError
-from dla_infer_node.ros import cdr_image
 from dla_infer_node.ros.ros_convert import frame_from_serialized
 
 

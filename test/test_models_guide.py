@@ -10,6 +10,6 @@ import pytest
 from _models_guide import prepare, run_build_and_doctor
 
 
-def test_guide_build_and_doctor_commands_do_what_the_text_says(tmp_path: Path, ros_env: dict[str, str]) -> None:
+def test_guide_build_and_doctor_lines_do_what_the_text_says(tmp_path: Path, ros_env: dict[str, str]) -> None:
     pytest.importorskip("cuda.bindings.cudla")
     run_build_and_doctor(tmp_path, prepare(tmp_path), ros_env)

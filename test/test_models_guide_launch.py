@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from _models_guide import line_env, prepare, run_build_and_doctor, run_node
 
-pytestmark = pytest.mark.node  # the node runs rclpy over DDS: the import scan cannot see it in a child process
+pytestmark = pytest.mark.node  # the node runs rclpy over DDS, in a child process the import scan cannot see
 
 
-def test_guide_launch_line_starts_the_node_on_the_built_artifact(tmp_path: Path, ros_env: dict[str, str]) -> None:
+def test_guide_launch_line_starts_the_node_on_the_artifact(tmp_path: Path, ros_env: dict[str, str]) -> None:
     pytest.importorskip("cuda.bindings.cudla")
     commands = prepare(tmp_path)
     run_build_and_doctor(tmp_path, commands, ros_env)

@@ -18,8 +18,10 @@ The TensorRT version (``--trt-version``, else ``trtexec --version`` from PATH) p
 
 Always ``--useDLACore=N --buildDLAStandalone --inputIOFormats=... --outputIOFormats=... --saveEngine=X``.
 Default io formats: input ``<dtype>:dla_hwc4`` for an image of <= 4 channels (else chw16 / chw32), outputs
-``fp16:chw16``. trtexec runs when it is on PATH (without ``--dry-run``) and the sidecar is written
-next to the loadable; otherwise the command is printed, with the ``dla_build sidecar`` command to run after.
+``fp16:chw16``; on the 11.x line an ONNX whose io is all fp16 (what convert and calibrate write) gets fp16
+io, as a strongly typed network's io formats carry its tensors' types. trtexec runs when it is on PATH
+(without ``--dry-run``) and the sidecar is written next to the loadable; otherwise the command is printed,
+with the ``dla_build sidecar`` command to run after.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from dla_infer_node.artifact.sidecar_writer import (
 from dla_infer_node.core.errors import ModelError
 
 CONVERT_MODULE = "dla_infer_node.artifact.convert"  # provides convert_fp16(src, dst) -> Path
+FLOAT16 = 10  # onnx.TensorProto.FLOAT16
 
 
 def qdq_path_for(model: Path) -> Path:
@@ -177,6 +180,12 @@ def plan_build(args: argparse.Namespace, run_convert: bool = True) -> BuildPlan:
             source = PrecisionSource("builder_flag", None)
     else:
         built_from, source = _typed_source(args, model, out, run_convert, notes)
+        typed_in, typed_out = onnx_facts.onnx_io(built_from) if built_from.is_file() else (ins, outs)
+        if all(t.elem_type == FLOAT16 for t in (*typed_in, *typed_out)):
+            # a strongly typed network's io formats carry its tensors' types: fp16 io, int8 inside
+            din, dout = _default_formats("fp16", ins[0].shape[1], len(outs))
+            in_fmts = parse_io_formats(args.input_format or din, 1, "input")
+            out_fmts = parse_io_formats(args.output_format or dout, len(outs), "output")
     argv = ["trtexec", f"--onnx={built_from}", f"--useDLACore={args.dla_core}", *flags,
             "--buildDLAStandalone",
             "--inputIOFormats=" + ",".join(f"{d}:{f}" for d, f in in_fmts),

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dla_infer_node.ros.cdr_image import parse_image
+from dla_infer_node.core.cdr_image import parse_image
 
 NS = "/bench"
 FRAME_COUNTERS = ("frames_in", "frames_processed", "frames_dropped", "frames_bad_input", "frames_failed")

@@ -20,12 +20,12 @@ from rclpy.impl.rcutils_logger import RcutilsLogger
 from rclpy.serialization import deserialize_message
 from std_msgs.msg import Header
 
+from dla_infer_node.core.cdr_image import UnsupportedEncoding
 from dla_infer_node.core.detections import Detections
 from dla_infer_node.core.errors import BackendError, DlaInferError, InputError
 from dla_infer_node.core.image_io import DEFAULT_MAX_INPUT_PIXELS
 from dla_infer_node.core.pipeline import Detector
 from dla_infer_node.ros import ros_convert
-from dla_infer_node.ros.cdr_image import UnsupportedEncoding
 from dla_infer_node.ros.worker import LatestFrameWorker
 
 # what the worker hands to the publishing side for one answered frame

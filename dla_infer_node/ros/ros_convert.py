@@ -25,6 +25,7 @@ from vision_msgs.msg import (
     VisionClass,
 )
 
+from dla_infer_node.core import cdr_image
 from dla_infer_node.core.detections import Detections
 from dla_infer_node.core.image_io import (
     DEFAULT_MAX_INPUT_PIXELS,
@@ -32,7 +33,6 @@ from dla_infer_node.core.image_io import (
     fields_from_bgr8,
     image_from_fields,
 )
-from dla_infer_node.ros import cdr_image
 
 LEVELS = {"ok": DiagnosticStatus.OK, "warn": DiagnosticStatus.WARN, "error": DiagnosticStatus.ERROR}
 

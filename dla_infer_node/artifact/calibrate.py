@@ -1,0 +1,296 @@
+"""INT8 calibration: one pass over real frames gives both TensorRT lines what they need.
+
+    dla_build calibrate MODEL.onnx [--images DIR | --bag BAG --topic T | --scenes N] [--max-images N]
+                        [--seed S] [--method minmax|entropy|percentile] [--cache C] [--qdq-out Q]
+                        [--trt-version V] [--metadata META]
+
+Frames come from ``artifact.calibration_frames`` and go through the package's own preprocess (the one the
+node runs), so the ranges are those of the tensors the DLA will see. ONNX Runtime's calibrator (MinMax,
+Entropy or Percentile) measures every activation once; from those ranges come
+
+* a TensorRT calibration cache (``<stem>.calib``; the 10.x line's ``--calib``): a ``TRT-<ver>-<algo>``
+  header, then ``tensor: <big-endian float32 hex>`` with the symmetric int8 scale ``amax / 127`` of every
+  activation, the graph input included;
+* a Q/DQ ONNX (``<stem>.qdq.onnx``; the 11.4.1+ line builds what it says): symmetric int8, zero points 0,
+  per-tensor activation scales, per-channel weight scales, biases not quantized (TensorRT's parser
+  dequantizes int8 only); everything not int8 is float16, io included (opset 19), because a strongly
+  typed float32 layer is one the DLA cannot run;
+* the input tensor's scale, printed, which the sidecar records for an int8 input.
+
+The layers that produce the model's outputs (the raw heads) stay out of int8 unless ``--int8-heads``: their
+outputs are box regressions and class logits, which int8 rounding coarsens (on the shipped model, int8
+heads cost 7 points of mAP50:95, fp16 heads 0.3; ``bench.quantized_accuracy``). They are left out of the
+cache too, so TensorRT 10.x runs them in fp16 (``--int8 --fp16``: a tensor without a scale is not int8).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import logging
+import math
+import struct
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+
+from dla_infer_node.artifact import trt_support
+from dla_infer_node.artifact.calibration_frames import FrameSource
+from dla_infer_node.core.errors import ModelError, ParameterError
+
+METHODS = {"minmax": ("MinMax", "MinMaxCalibration"), "entropy": ("Entropy", "EntropyCalibration2"),
+           "percentile": ("Percentile", "PercentileCalibration")}  # ours -> (ORT method, TRT cache tag)
+INT8_MAX = 127.0  # symmetric int8: [-127, 127], scale = amax / 127 (TensorRT's and ORT's convention)
+
+
+@dataclass(frozen=True)
+class TensorRange:
+    name: str
+    low: float
+    high: float
+
+    @property
+    def scale(self) -> float:
+        amax = max(abs(self.low), abs(self.high))
+        return amax / INT8_MAX if amax > 0 else 1.0 / INT8_MAX  # an all-zero tensor still needs a scale
+
+
+def cache_tag(trt_version: str, method: str) -> str:
+    """``TRT-100300-EntropyCalibration2`` for 10.3 and entropy: the header TensorRT writes and checks."""
+    major, minor, patch = trt_support.parse_version(trt_version)[:3]
+    return f"TRT-{major * 10000 + minor * 100 + patch}-{METHODS[method][1]}"
+
+
+def write_trt_cache(path: Path, ranges: list[TensorRange], tag: str) -> Path:
+    lines = [tag] + [f"{r.name}: {struct.pack('>f', r.scale).hex()}" for r in ranges]
+    path.write_text("\n".join(lines) + "\n", encoding="ascii")
+    return path
+
+
+class Progress:
+    """A progress bar on stderr: redrawn in place on a terminal, a line per tenth otherwise (logs)."""
+
+    def __init__(self, total: int, stream: TextIO = sys.stderr, width: int = 30) -> None:
+        self.total, self.stream, self.width, self.done = max(total, 1), stream, width, 0
+        self.tty = stream.isatty()
+
+    def step(self) -> None:
+        self.done += 1
+        tenth = self.done * 10 // self.total
+        if self.tty or tenth != (self.done - 1) * 10 // self.total or self.done == self.total:
+            filled = self.width * self.done // self.total
+            bar = "#" * filled + "." * (self.width - filled)
+            end = "\r" if self.tty and self.done < self.total else "\n"
+            self.stream.write(f"calibrating [{bar}] {self.done}/{self.total}{end}")
+            self.stream.flush()
+
+
+def calibration_tensors(source: FrameSource, meta_path: Path, progress: Progress | None = None
+                        ) -> Iterator[dict[str, np.ndarray]]:
+    """The model input, one preprocessed frame at a time, as ONNX Runtime's data reader feeds it."""
+    from dla_infer_node.core.model_meta import load_metadata
+    from dla_infer_node.core.preprocess import Preprocessor
+
+    meta = load_metadata(meta_path)
+    pre = Preprocessor(meta.input)
+    for image, encoding in source.frames():
+        tensor, _ = pre(image, encoding)
+        if progress:
+            progress.step()
+        yield {meta.input.name: tensor.copy()}  # the preprocessor reuses its buffer
+
+
+# the calibrator's settings: symmetric ranges, and TensorRT's entropy histogram (2048 bins folded into 128
+# int8 levels); ONNX Runtime's quantize_static would give entropy 128/128 bins, which never clips (= minmax)
+CALIBRATOR_OPTIONS = {"minmax": {"symmetric": True},
+                      "entropy": {"symmetric": True, "num_bins": 2048, "num_quantized_bins": 128},
+                      "percentile": {"symmetric": True, "num_bins": 2048, "percentile": 99.999}}
+
+
+def quantize(model: Path, qdq_out: Path, feeds: Iterator[dict[str, np.ndarray]], method: str,
+             int8_heads: bool = False) -> list[TensorRange]:
+    """Calibrate once with ONNX Runtime, write the Q/DQ ONNX from those ranges, return every activation's."""
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+    from onnxruntime.quantization.calibrate import create_calibrator, save_tensors_data
+
+    class Reader(CalibrationDataReader):
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(feeds, None)
+
+    logging.getLogger().setLevel(logging.ERROR)  # ORT's "consider pre-processing" advice is not ours
+    ort_method = getattr(CalibrationMethod, METHODS[method][0])
+    heads = [] if int8_heads else output_producers(model)
+    with tempfile.TemporaryDirectory(prefix="dla_calib_") as tmp:
+        ranges_json = Path(tmp) / "ranges.json"
+        try:
+            calibrator = create_calibrator(
+                model, None, augmented_model_path=str(Path(tmp) / "augmented.onnx"),
+                calibrate_method=ort_method, extra_options=CALIBRATOR_OPTIONS[method])
+            calibrator.collect_data(Reader())
+            with contextlib.redirect_stdout(io.StringIO()):  # the histogram calibrators print their steps
+                data = calibrator.compute_data()
+            save_tensors_data(data, ranges_json)
+            # the ranges file makes quantize_static skip its own calibration: one pass, two products
+            quantize_static(
+                str(model), str(qdq_out), None, quant_format=QuantFormat.QDQ, per_channel=True,
+                activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, calibrate_method=ort_method,
+                calibration_cache_path=str(ranges_json), nodes_to_exclude=heads,
+                extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False})
+        except (ValueError, RuntimeError) as exc:
+            raise ModelError(f"ONNX Runtime calibration failed: {exc}", call="quantize_static",
+                             params={"model": str(model), "method": method}) from exc
+    ranges = [TensorRange(name, _first(d.lowest), _first(d.highest)) for name, d in data.data.items()]
+    ranges = _as_quantized(ranges, qdq_out)
+    _typed_fp16(qdq_out)
+    if heads:
+        outputs = set(_output_names(model))
+        ranges = [r for r in ranges if r.name not in outputs]
+    return ranges
+
+
+def _output_names(model: Path) -> list[str]:
+    import onnx
+
+    return [o.name for o in onnx.load(str(model), load_external_data=False).graph.output]
+
+
+def output_producers(model: Path) -> list[str]:
+    """Names of the nodes whose output is a graph output (a trimmed detector's raw head convolutions)."""
+    import onnx
+
+    graph = onnx.load(str(model), load_external_data=False).graph
+    outputs = {o.name for o in graph.output}
+    return [n.name for n in graph.node if outputs & set(n.output) and n.name]
+
+
+def _typed_fp16(qdq: Path) -> None:
+    """Everything the Q/DQ ONNX keeps in float becomes float16 (opset 19 lets Q/DQ scales be fp16)."""
+    import onnx
+    from onnx import version_converter
+
+    from dla_infer_node.artifact.convert import to_fp16
+
+    model = onnx.load(str(qdq))
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset < 19:
+        model = version_converter.convert_version(model, 19)
+    model, _ = to_fp16(model)
+    try:
+        model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        onnx.checker.check_model(model)
+    except Exception as exc:  # onnx raises several types; each means the fp16 Q/DQ graph is not valid
+        raise ModelError(f"the fp16 Q/DQ graph does not type-check: {exc}".splitlines()[0],
+                         call="calibrate", params={"qdq": str(qdq)}) from exc
+    onnx.save(model, str(qdq))
+
+
+def _first(value: object) -> float:
+    return float(np.asarray(value).ravel()[0])
+
+
+def _as_quantized(ranges: list[TensorRange], qdq: Path) -> list[TensorRange]:
+    """The ranges the Q/DQ ONNX actually uses. ONNX Runtime gives a Conv output followed by its ReLU the
+    ReLU's range (the pair runs as one layer); TensorRT fuses the same pair, so the cache says the same."""
+    from dla_infer_node.artifact.onnx_facts import qdq_scales
+
+    used = qdq_scales(qdq)
+    out = []
+    for r in ranges:
+        if r.name in used and not math.isclose(used[r.name], r.scale, rel_tol=1e-5):
+            amax = used[r.name] * INT8_MAX
+            r = TensorRange(r.name, -amax, amax)
+        out.append(r)
+    return out
+
+
+def summary(ranges: list[TensorRange], input_name: str) -> str:
+    """A table of per-tensor ranges (the input first), for the log of a build."""
+    rows = sorted(ranges, key=lambda r: (r.name != input_name, r.name))
+    width = max(len("tensor"), *(len(r.name) for r in rows))
+    out = [f"{'tensor':<{width}}  {'min':>10}  {'max':>10}  {'int8 scale':>12}"]
+    out += [f"{r.name:<{width}}  {r.low:>10.4g}  {r.high:>10.4g}  {r.scale:>12.6g}" for r in rows]
+    return "\n".join(out)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="the fp32 ONNX to calibrate (trimmed to raw heads for the DLA)")
+    src = parser.add_mutually_exclusive_group()
+    src.add_argument("--images", type=Path, help="a folder of images (searched recursively)")
+    src.add_argument("--bag", type=Path, help="an MCAP bag (file or rosbag2 folder); needs --topic")
+    src.add_argument("--scenes", type=int, default=0, help="N generated scenes (the default source: 100)")
+    parser.add_argument("--topic", help="the bag's Image or CompressedImage topic")
+    parser.add_argument("--max-images", type=int, default=200, help="frames used at most (default 200)")
+    parser.add_argument("--seed", type=int, default=0, help="which images of a larger set / which scenes")
+    parser.add_argument("--method", choices=sorted(METHODS), default="minmax",
+                        help="ONNX Runtime calibrator (default minmax; bench.quantized_accuracy compares)")
+    parser.add_argument("--cache", type=Path, help="TensorRT cache to write (default <stem>.calib by MODEL)")
+    parser.add_argument("--qdq-out", type=Path, help="Q/DQ ONNX to write (default <stem>.qdq.onnx by MODEL)")
+    parser.add_argument("--int8-heads", action="store_true",
+                        help="quantize the output layers too (default: they stay fp16, see above)")
+    parser.add_argument("--trt-version", default="10.3", help="TensorRT the cache is for (default 10.3)")
+    parser.add_argument("--metadata", help="model metadata (default <stem>.meta.yaml beside MODEL)")
+
+
+def source_from(args: argparse.Namespace) -> FrameSource:
+    for name in ("max_images", "scenes", "seed"):
+        least = 1 if name == "max_images" else 0
+        if getattr(args, name) < least:
+            raise ParameterError(f"--{name.replace('_', '-')}", getattr(args, name), f"an integer >= {least}")
+    if args.bag is not None and not args.topic:
+        raise ParameterError("--topic", None, "an Image or CompressedImage topic of the bag (--bag needs it)")
+    if args.topic and args.bag is None:
+        raise ParameterError("--topic", args.topic, "only with --bag")
+    scenes = args.scenes or (100 if args.images is None and args.bag is None else 0)
+    return FrameSource(images=args.images, bag=args.bag, topic=args.topic, scenes=scenes,
+                       max_images=args.max_images, seed=args.seed)
+
+
+def run(args: argparse.Namespace) -> int:
+    from dla_infer_node.artifact.compile import qdq_path_for
+    from dla_infer_node.artifact.sidecar_writer import find_metadata
+    from dla_infer_node.core.model_meta import load_metadata
+
+    model = Path(args.model)
+    if not model.is_file():
+        raise ParameterError("MODEL", str(model), "an existing ONNX file")
+    trt_support.parse_version(args.trt_version)  # a bad version fails before the long part
+    meta_path = find_metadata(model, args.metadata)
+    input_name = load_metadata(meta_path).input.name
+    source = source_from(args)
+    total = source.count()
+    print(f"calibrating {model} on {source.describe()}: {total} frames, {args.method}")
+    qdq = args.qdq_out or qdq_path_for(model)
+    feeds = calibration_tensors(source, meta_path, Progress(total))
+    ranges = quantize(model, qdq, feeds, args.method, args.int8_heads)
+    if not any(r.name == input_name for r in ranges):
+        raise ModelError(f"calibration measured no range for the input {input_name!r}", call="calibrate",
+                         params={"model": str(model)})
+    bad = [r.name for r in ranges if not (math.isfinite(r.low) and math.isfinite(r.high))]
+    if bad:
+        raise ModelError(f"non-finite activation ranges (the model overflows on these frames): {bad[:5]}",
+                         call="calibrate", params={"model": str(model)})
+    stem = model.name[: -len(".onnx")] if model.name.endswith(".onnx") else model.stem
+    cache = args.cache or model.with_name(f"{stem}.calib")
+    write_trt_cache(cache, ranges, cache_tag(args.trt_version, args.method))
+    print(summary(ranges, input_name))
+    if not args.int8_heads:
+        kept = ", ".join(output_producers(model))
+        print(f"output layers kept in fp16 (--int8-heads to quantize them): {kept}")
+    scale = next(r.scale for r in ranges if r.name == input_name)
+    print(f"input {input_name}: int8 scale {scale:.8g} (1/{1 / scale:.4g})")
+    print(f"wrote {cache} (TensorRT <= 10.7: dla_build compile ... --calibration-cache {cache})")
+    print(f"wrote {qdq} (TensorRT 11.4.1+: dla_build compile ... picks it up beside {model.name})")
+    return 0
+

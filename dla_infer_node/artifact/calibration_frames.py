@@ -1,0 +1,121 @@
+"""Where calibration frames come from: a folder of images, a topic of an MCAP bag, or generated scenes.
+
+Each source yields ``(H, W, C) uint8`` frames with their encoding, exactly what the node receives, so
+that calibration goes through the package's own preprocess (``core.preprocess.Preprocessor``) and sees
+the tensors the DLA will see. Sources are bounded by ``max_images``; ``seed`` decides which images of a
+larger folder or bag are taken (a seeded sample, kept in the source's order) and which scenes are drawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dla_infer_node.core.errors import InputError, ParameterError
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
+IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
+# generated calibration scenes use their own seeds, disjoint from training [0, 1e6), evaluation (1e7+)
+# and the end-to-end test (2e7+): a calibration never sees an evaluation scene
+CALIBRATION_FIRST_SEED = 30_000_000
+
+
+@dataclass(frozen=True)
+class FrameSource:
+    """What to calibrate on: one of ``images`` (a folder), ``bag`` + ``topic``, or ``scenes`` (a count)."""
+
+    images: Path | None = None
+    bag: Path | None = None
+    topic: str | None = None
+    scenes: int = 0
+    max_images: int = 200
+    seed: int = 0
+
+    def describe(self) -> str:
+        if self.images is not None:
+            return f"images in {self.images}"
+        if self.bag is not None:
+            return f"topic {self.topic} of bag {self.bag}"
+        return f"{self.count()} generated scenes (seeds from {CALIBRATION_FIRST_SEED + self.seed})"
+
+    def count(self) -> int:
+        """How many frames the source yields (a folder/bag: at most ``max_images``)."""
+        if self.images is not None:
+            return min(self.max_images, len(image_files(self.images)))
+        if self.bag is not None:
+            return min(self.max_images, _topic_count(self.bag, self.topic or ""))
+        return min(self.max_images, self.scenes)
+
+    def frames(self) -> Iterator[tuple[np.ndarray, str]]:
+        if self.images is not None:
+            return _folder_frames(self.images, self.max_images, self.seed)
+        if self.bag is not None:
+            return _bag_frames(self.bag, self.topic or "", self.max_images, self.seed)
+        return _scene_frames(self.count(), self.seed)
+
+
+def _sample(n: int, k: int, seed: int) -> list[int]:
+    """``k`` of ``n`` indices chosen by ``seed``, in increasing order (all when k >= n)."""
+    if k >= n:
+        return list(range(n))
+    return sorted(int(i) for i in np.random.default_rng(seed).choice(n, size=k, replace=False))
+
+
+def image_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        raise ParameterError("--images", str(folder), "an existing folder of calibration images")
+    files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+    if not files:
+        raise ParameterError("--images", str(folder), f"a folder holding {'/'.join(IMAGE_SUFFIXES)} files")
+    return files
+
+
+def _folder_frames(folder: Path, max_images: int, seed: int) -> Iterator[tuple[np.ndarray, str]]:
+    import cv2
+
+    files = image_files(folder)
+    for i in _sample(len(files), max_images, seed):
+        image = cv2.imread(str(files[i]), cv2.IMREAD_COLOR)
+        if image is None:  # one unreadable file is named, not silently skipped: it was asked for
+            raise InputError("cannot read image (not an image, or corrupt)", call="cv2.imread",
+                             params={"path": str(files[i])}, stage="calibrate")
+        yield image, "bgr8"
+
+
+def _topic_count(bag: Path, topic: str) -> int:
+    from dla_infer_node.bags.bag_io import BagReader
+
+    reader = BagReader(bag)
+    info = reader.topics.get(topic)
+    if info is None or info.type not in IMAGE_TYPES:
+        images = sorted(t for t, i in reader.topics.items() if i.type in IMAGE_TYPES)
+        raise ParameterError("--topic", topic,
+                             f"an image topic of {bag}: {', '.join(images) or 'it has none'}")
+    return info.message_count
+
+
+def _bag_frames(bag: Path, topic: str, max_images: int, seed: int) -> Iterator[tuple[np.ndarray, str]]:
+    from dla_infer_node.bags.bag_io import BagReader
+    from dla_infer_node.core import cdr_image
+    from dla_infer_node.core.image_io import decode_compressed, image_from_fields
+
+    keep = set(_sample(_topic_count(bag, topic), max_images, seed))
+    for i, msg in enumerate(BagReader(bag).messages([topic])):
+        if i not in keep:
+            continue
+        if msg.type.endswith("CompressedImage"):
+            yield decode_compressed(cdr_image.parse_compressed(msg.data).data, stage="calibrate")
+        else:
+            f = cdr_image.parse_image(msg.data)
+            image = image_from_fields(f.encoding, f.height, f.width, f.step, f.data, stage="calibrate")
+            yield image, f.encoding
+
+
+def _scene_frames(count: int, seed: int) -> Iterator[tuple[np.ndarray, str]]:
+    from dla_infer_node.core.synth import generate_scene
+
+    for i in range(count):
+        yield generate_scene(CALIBRATION_FIRST_SEED + seed * 100_000 + i).image, "rgb8"
