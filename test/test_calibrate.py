@@ -95,12 +95,14 @@ def test_qdq_onnx_runs_and_tracks_the_fp32_model(calibrated: dict[str, Any]) -> 
     meta = REPO / "models" / "shapes_yolo.meta.yaml"
     feeds = list(calibrate.calibration_tensors(FrameSource(scenes=2), meta))
     a = ort.InferenceSession(str(calibrated["model"]), providers=["CPUExecutionProvider"])
-    b = ort.InferenceSession(str(calibrated["qdq"]), providers=["CPUExecutionProvider"])
+    opts = ort.SessionOptions()  # unoptimized, as the onnxruntime backend runs fp16 graphs (its docstring)
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    b = ort.InferenceSession(str(calibrated["qdq"]), opts, providers=["CPUExecutionProvider"])
     for feed in feeds:
         half = {k: v.astype(np.float16) for k, v in feed.items()}
         for ref, got in zip(a.run(None, feed), b.run(None, half), strict=True):
             corr = np.corrcoef(ref.ravel(), got.astype(np.float32).ravel())[0, 1]
-            assert corr > 0.98  # int8 rounding, not a different network
+            assert corr > 0.995  # int8 rounding, not a different network
 
 
 def test_calibrate_prints_progress_the_range_table_and_the_input_scale(calibrated: dict[str, Any]) -> None:
@@ -206,3 +208,15 @@ def test_models_readme_table_is_the_benchmark_json() -> None:
     assert table(doc) in (REPO / "models" / "README.md").read_text()
     assert all(row["meets_target"] for key, row in doc["results"].items()
                if key in ("fp16", "int8_minmax"))  # the defaults meet issue 24's targets
+
+
+def test_qdq_and_fp16_onnx_score_like_fp32_through_the_pipeline(calibrated: dict[str, Any]) -> None:
+    """Both DLA-bound ONNX files, run by the package's onnxruntime backend (fp16-typed graphs unoptimized:
+    optimized, ORT 1.32 miscomputes fp16 Q/DQ graphs, badly where calibration clips), score like fp32."""
+    from dla_infer_node.cli.evaluate import evaluate
+
+    folder, meta = calibrated["folder"], str(calibrated["folder"] / "shapes_yolo.meta.yaml")
+    fp16 = convert.convert_fp16(calibrated["model"], folder / "check.fp16.onnx")
+    scores = {name: evaluate(meta, str(path), scenes=8, first_seed=20_000_500).map50
+              for name, path in (("fp32", calibrated["model"]), ("int8", calibrated["qdq"]), ("fp16", fp16))}
+    assert scores["int8"] >= scores["fp32"] - 0.03 and scores["fp16"] >= scores["fp32"] - 0.01, scores

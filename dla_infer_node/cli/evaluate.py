@@ -1,7 +1,9 @@
-"""Measure the detector's accuracy on held-out synthetic scenes with COCO-style mAP (pycocotools).
+"""Measure the detector's accuracy with COCO-style mAP: on held-out synthetic scenes, or on your own data.
 
     evaluate [--model models/shapes_yolo.meta.yaml] [--scenes 500] [--first-seed N]
     evaluate --backend cudla --artifact MODEL.loadable.yaml [--preprocess-device gpu] [--scenes N]
+    evaluate --images DIR --labels COCO.json|YOLO_TXT_DIR [--json OUT.json]     (your data: cli.eval_data)
+    evaluate --bag BAG --topic T --labels COCO.json [--json OUT.json]
 
 It runs the package pipeline exactly as the node does (backend factory -> :class:`Detector` -> boxes in
 source pixels) on scenes from :func:`dla_infer_node.core.synth.generate_scene`, and prints, as its LAST line,
@@ -16,8 +18,6 @@ Seed ranges (kept disjoint so no evaluation scene was seen in training):
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,49 +46,14 @@ class EvalResult:
 def coco_map(gts: Sequence[tuple[np.ndarray, np.ndarray]],
              dets: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
              classes: Sequence[str]) -> tuple[float, float, dict[str, float]]:
-    """COCO mAP@0.5 and mAP@0.5:0.95 via pycocotools.
+    """COCO mAP@0.5 and mAP@0.5:0.95 (``cli.coco_map``: what pycocotools' COCOeval gives, up to 300
+    detections per image). ``gts[i]`` = (boxes xyxy, class_ids) of image i; ``dets[i]`` = (boxes xyxy,
+    scores, class_ids). Per class: AP50:95, 0.0 for a class without ground truth."""
+    from dla_infer_node.cli.coco_map import coco_map as package_map
 
-    ``gts[i]`` = (boxes xyxy, class_ids) of image i; ``dets[i]`` = (boxes xyxy, scores, class_ids).
-    """
-    from pycocotools.coco import COCO
-    from pycocotools.cocoeval import COCOeval
-
-    images: list[dict[str, Any]] = []
-    annotations: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] = []
-    for i, (boxes, cls) in enumerate(gts):
-        images.append({"id": i})
-        for b, c in zip(boxes.tolist(), cls.tolist(), strict=True):
-            w, h = b[2] - b[0], b[3] - b[1]
-            annotations.append({"id": len(annotations) + 1, "image_id": i, "category_id": int(c),
-                                "bbox": [b[0], b[1], w, h], "area": w * h, "iscrowd": 0})
-    for i, (boxes, scores, cls) in enumerate(dets):
-        for b, s, c in zip(boxes.tolist(), scores.tolist(), cls.tolist(), strict=True):
-            results.append({"image_id": i, "category_id": int(c), "score": float(s),
-                            "bbox": [b[0], b[1], b[2] - b[0], b[3] - b[1]]})
-    gt = COCO()
-    gt.dataset = {"images": images, "annotations": annotations,
-                  "categories": [{"id": k, "name": n} for k, n in enumerate(classes)]}
-    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools chats on stdout
-        gt.createIndex()
-        if not results:
-            return 0.0, 0.0, dict.fromkeys(classes, 0.0)
-        dt = gt.loadRes(results)
-        ev = COCOeval(gt, dt, "bbox")
-        ev.params.maxDets = [1, 10, 300]  # scenes hold up to 10 objects; do not cap the candidates at 100
-        ev.evaluate()
-        ev.accumulate()
-    # read the accumulated table directly (summarize() hard-codes maxDets=100 for its AP line):
-    # precision[iou thr 0.50:0.05:0.95, recall pts, class, area range (0 = all), max dets (-1 = 300)]
-    precision = ev.eval["precision"]
-
-    def mean_valid(a: np.ndarray) -> float:
-        return float(a[a > -1].mean()) if np.any(a > -1) else 0.0
-
-    per_class = {}
-    for k, name in enumerate(classes):
-        per_class[name] = mean_valid(precision[:, :, k, 0, -1])
-    return mean_valid(precision[0, :, :, 0, -1]), mean_valid(precision[:, :, :, 0, -1]), per_class
+    m50, m5095, table = package_map(gts, dets, len(classes))
+    per_class = {name: float(table[k].mean()) if table[k, 0] > -1 else 0.0 for k, name in enumerate(classes)}
+    return m50, m5095, per_class
 
 
 def collect(backend: Any, meta: Any, scenes: int, first_seed: int = EVAL_FIRST_SEED, width: int = 640,
@@ -181,7 +146,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--artifact", default="",
                    help="DLA artifact sidecar (<model>.loadable.yaml), --backend cudla")
     p.add_argument("--preprocess-device", choices=("cpu", "gpu"), default="cpu", help="cudla input path")
+    data = p.add_argument_group("your own data (instead of generated scenes)")
+    src = data.add_mutually_exclusive_group()
+    src.add_argument("--images", help="a folder of images, labelled by --labels")
+    src.add_argument("--bag", help="an MCAP bag (file or rosbag2 folder), with --topic and --labels")
+    data.add_argument("--topic", help="the bag's Image or CompressedImage topic")
+    data.add_argument("--labels", help="COCO JSON (for a bag: file_name = <sec>.<nanosec>), or a YOLO "
+                                        "txt folder for --images")
+    data.add_argument("--json", metavar="FILE", help="also write the result as JSON (- for stdout)")
     args = p.parse_args(argv)
+    if args.images or args.bag:
+        return _main_user_data(args)
     try:
         if args.write_meta and args.backend != "onnxruntime":
             raise ParameterError("write-meta", True, "only with --backend onnxruntime (the shipped figures)")
@@ -200,6 +175,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         meta_path = BackendSettings(model_path=args.onnx, metadata_path=args.model).resolved_metadata_path()
         write_accuracy(Path(meta_path), r)
     print(f"mAP50={r.map50:.4f} mAP50_95={r.map50_95:.4f}")
+    return 0
+
+
+def _main_user_data(args: argparse.Namespace) -> int:
+    from dla_infer_node.cli import evaluate_user
+
+    try:
+        if args.write_meta:
+            raise ParameterError("write-meta", True, "only on generated scenes (the shipped figures)")
+        settings = backend_settings(args.model, args.onnx, args.threads, args.backend, args.artifact,
+                                    args.preprocess_device)
+        evaluate_user.report(evaluate_user.run(args, settings), args.json)
+    except DlaInferError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
