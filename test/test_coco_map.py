@@ -47,5 +47,6 @@ def test_agrees_with_pycocotools(seed: int) -> None:
 def test_perfect_and_empty() -> None:
     boxes = np.array([[0, 0, 10, 10], [20, 20, 40, 30]], float)
     gts = [(boxes, np.array([0, 1]))]
-    assert coco_map(gts, [(boxes, np.array([0.9, 0.8]), np.array([0, 1]))], 2)[:2] == pytest.approx((1.0, 1.0))
+    perfect = coco_map(gts, [(boxes, np.array([0.9, 0.8]), np.array([0, 1]))], 2)
+    assert perfect[:2] == pytest.approx((1.0, 1.0))
     assert coco_map(gts, [(np.zeros((0, 4)), np.zeros(0), np.zeros(0, int))], 2)[:2] == (0.0, 0.0)

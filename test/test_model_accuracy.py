@@ -1,6 +1,6 @@
 """The shipped detector meets its documented accuracy, measured through the package's own entry points.
 
-* ``evaluate`` (COCO mAP, pycocotools) on a reduced held-out set: same code path as the full 500-scene
+* ``evaluate`` (COCO mAP, cli.coco_map) on a reduced held-out set: same code path as the full 500-scene
   figure recorded in models/shapes_yolo.meta.yaml, so a regression in preprocessing, decoding, NMS or the
   letterbox mapping shows up here.
 * end to end through ``python -m dla_infer_node.cli.detect --json`` on 100 fresh PNG scenes: the share of
@@ -95,7 +95,6 @@ def test_shipped_onnx_is_dla_friendly_and_matches_torch() -> None:
 
 @pytest.fixture(scope="module")
 def eval_result() -> EvalResult:
-    pytest.importorskip("pycocotools")
     return evaluate(str(META), scenes=150, first_seed=EVAL_FIRST_SEED + 500_000, threads=2)
 
 

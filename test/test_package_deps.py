@@ -39,11 +39,10 @@ ROSDEP_KEYS = {
 }
 # import name -> pip distribution, for imports with no rosdep key. mcap: rosdep has only mcap-ros2-support (a
 # pip key for a package we do not use, which pulls mcap unpinned); cuda-bindings: JetPack's CUDA matches a
-# specific range; pycocotools, onnx: only developer tools (`evaluate`, `dla_build`) import them.
+# specific range; onnx: only the developer tool `dla_build` imports it (`evaluate` computes COCO mAP itself).
 PIP_ONLY = {
     "cuda": "cuda-bindings",
     "mcap": "mcap",
-    "pycocotools": "pycocotools",
     "onnx": "onnx",
 }
 # not dependencies of the installed package: directories of a checkout that developer-only code imports

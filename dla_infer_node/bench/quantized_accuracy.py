@@ -8,8 +8,8 @@ held-out evaluation scenes (``cli.evaluate``, seeds from 10,000,000; calibration
 30,000,000) and scores mAP against the fp32 model. The int8 rows keep the raw-head layers in fp16, as
 ``calibrate`` does by default; the ``_int8_heads`` row quantizes them too (``--int8-heads``). Targets
 (issue 24): int8 within 2 mAP50 points of fp32, fp16 within 0.5. ``--table`` prints the markdown table
-models/README.md shows (a test keeps the two equal). The emulated-DLA figures (the DLA layouts and the int8 I/O on top) are
-``bench/results/dla_emulated_accuracy.json``.
+models/README.md shows (a test keeps the two equal). The emulated-DLA figures (the DLA layouts and the
+int8 I/O on top) are ``bench/results/dla_emulated_accuracy.json``.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def measure(scenes: int, calib_scenes: int, methods: list[str]) -> dict[str, Any
         rows["fp32"] = _score(meta, model, scenes)
         fp16 = convert.convert_fp16(model, Path(tmp) / "shapes_yolo.fp16.onnx")
         rows["fp16"] = _score(meta, fp16, scenes)
-        variants = [(m, []) for m in methods] + [(methods[0], ["--int8-heads"])]
+        variants: list[tuple[str, list[str]]] = [(m, []) for m in methods] + [(methods[0], ["--int8-heads"])]
         for method, extra in variants:
             parser = argparse.ArgumentParser()
             calibrate.add_arguments(parser)

@@ -1,0 +1,69 @@
+"""Every command block of README.md and models/README.md is accounted for: a test that runs its commands as
+written, or a stated reason it cannot run here (a Jetson, a GPU, an hour of training). A new block in a
+section nobody covers fails this test, so a README promise cannot appear without a test behind it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+# (README, section heading) -> the tests that run its commands, each naming what it reads
+RUN_BY = {
+    ("README.md", "# dla_infer_node"): ["test_demo.py", ".ci/run"],  # make demo's cli.demo; make test is CI
+    ("README.md", "## Running the node"): ["test_readme_run_node.py"],
+    ("README.md", "## Large images over DDS"): ["test_readme_large_images.py"],
+    ("README.md", "## Replaying bags"): ["test_readme_replay.py"],
+    ("models/README.md", "## Bring your own model (graph side)"): ["test_byom_guide.py"],
+    ("models/README.md", "### 1. Calibrate (int8) and convert (fp16)"): ["test_models_guide.py"],
+    ("models/README.md", "### 2. Compile"): ["test_models_guide.py"],
+    ("models/README.md", "### 3. Doctor, on the robot"): ["test_models_guide.py"],
+    ("models/README.md", "### 4. Launch"): ["test_models_guide_launch.py"],
+}
+NOT_RUN_HERE = {
+    ("README.md", "## On a robot"): "apt-installed ROS 2, rosdep and a Jetson; the package's pieces are tested "
+                                    "(test_package_deps, test_launch_*), the robot's install is not",
+    ("README.md", "## GPU tests"): "needs an NVIDIA GPU: run on the GPU machine (results in the README text)",
+    ("README.md", "## Benchmarks"): "timing, not pass/fail: test_bench_* run the same modules on short settings",
+    ("models/README.md", "## Retrain"): "about 30 min of CPU training with torch (not a dependency of the suite)",
+}
+
+
+def command_blocks(readme: str) -> list[tuple[str, list[str]]]:
+    """(section heading, command lines) of each bash block, in order."""
+    heading, out, block = "", [], None
+    for line in (REPO / readme).read_text(encoding="utf-8").splitlines():
+        if block is not None:
+            if line.startswith("```"):
+                out.append((heading, block))
+                block = None
+            elif line.strip() and not line.lstrip().startswith("#"):
+                block.append(line.strip())
+        elif line.startswith("```bash"):
+            block = []
+        elif re.match(r"#{1,3} ", line):
+            heading = line.strip()
+    return out
+
+
+@pytest.mark.parametrize("readme", ["README.md", "models/README.md"])
+def test_every_command_block_is_run_by_a_test_or_says_why_not(readme: str) -> None:
+    blocks = command_blocks(readme)
+    assert blocks
+    for heading, lines in blocks:
+        key = (readme, heading)
+        assert key in RUN_BY or key in NOT_RUN_HERE, f"{readme} '{heading}': {lines} has no test"
+
+
+def test_the_named_tests_exist_and_read_their_readme() -> None:
+    for (_, heading), files in RUN_BY.items():
+        for name in files:
+            path = REPO / name if name.startswith(".ci") else REPO / "test" / name
+            text = path.read_text(encoding="utf-8")
+            if heading == "# dla_infer_node":  # `make demo` runs cli.demo (test_demo); CI runs `make test`
+                assert "dla_infer_node.cli.demo" in (REPO / "Makefile").read_text()
+                assert ("cli.demo" in text) if name == "test_demo.py" else ("for target in test " in text)
+            else:  # the command lines are read from the README itself, so text and test cannot drift
+                assert "README" in text or "_models_guide" in text, name
