@@ -23,11 +23,12 @@ RUN_BY = {
     ("models/README.md", "### 4. Launch"): ["test_models_guide_launch.py"],
 }
 NOT_RUN_HERE = {
-    ("README.md", "## On a robot"): "apt-installed ROS 2, rosdep and a Jetson; the package's pieces are tested "
-                                    "(test_package_deps, test_launch_*), the robot's install is not",
-    ("README.md", "## GPU tests"): "needs an NVIDIA GPU: run on the GPU machine (results in the README text)",
-    ("README.md", "## Benchmarks"): "timing, not pass/fail: test_bench_* run the same modules on short settings",
-    ("models/README.md", "## Retrain"): "about 30 min of CPU training with torch (not a dependency of the suite)",
+    ("README.md", "## On a robot"):
+        "apt-installed ROS 2, rosdep and a Jetson; the package's pieces are tested (test_package_deps, "
+        "test_launch_*), the robot's install is not",
+    ("README.md", "## GPU tests"): "needs an NVIDIA GPU: run on the GPU machine (results in the README)",
+    ("README.md", "## Benchmarks"): "timing, not pass/fail: test_bench_* run the same modules, short",
+    ("models/README.md", "## Retrain"): "about 30 min of CPU training with torch (not a suite dependency)",
 }
 
 

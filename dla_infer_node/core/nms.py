@@ -56,20 +56,29 @@ def _greedy_fixed_point(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
         alive = nxt
 
 
-def _overlap_pairs(b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """Index pairs (i, j) of boxes overlapping along x (each unordered pair once), or None past MAX_PAIRS."""
-    by_x1 = np.argsort(b[:, 0], kind="stable")
-    x1 = b[by_x1, 0]
-    # boxes after position p in x1 order that start before box p ends: positions p+1 .. hi[p]-1
-    hi = np.searchsorted(x1, b[by_x1, 2], side="left")
-    counts = np.maximum(hi - np.arange(1, x1.size + 1), 0)
+def _overlap_pairs(b: np.ndarray, cls: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Index pairs (i, j) of same-class boxes overlapping along x (each unordered pair once), or None past
+    MAX_PAIRS.
+
+    The sweep runs on the key (class, x) - a complex number class + i*x, which numpy orders
+    lexicographically, exactly, with no arithmetic on the coordinates - so boxes of two classes never
+    become a candidate pair (at conf 0.001 most candidates of a cell are other classes).
+    """
+    c = cls.astype(np.float64)
+    start = c + 1j * b[:, 0].astype(np.float64)
+    end = c + 1j * b[:, 2].astype(np.float64)
+    by_start = np.argsort(start, kind="stable")
+    sorted_start = start[by_start]
+    # boxes after position p in (class, x1) order that begin before box p ends: positions p+1 .. hi[p]-1
+    hi = np.searchsorted(sorted_start, end[by_start], side="left")
+    counts = np.maximum(hi - np.arange(1, sorted_start.size + 1), 0)
     total = int(counts.sum())
     if total > MAX_PAIRS:
         return None
-    first = np.repeat(np.arange(x1.size), counts)
+    first = np.repeat(np.arange(sorted_start.size), counts)
     starts = np.cumsum(counts) - counts
     second = first + 1 + (np.arange(total) - np.repeat(starts, counts))
-    return by_x1[first], by_x1[second]
+    return by_start[first], by_start[second]
 
 
 def _nms_sparse(b: np.ndarray, area: np.ndarray, thr: np.float32,
@@ -145,7 +154,7 @@ def nms(boxes: np.ndarray | Callable[[np.ndarray], np.ndarray], scores: np.ndarr
         b = (boxes(order) if callable(boxes) else boxes[order]).astype(np.float32, copy=True)
         cls = class_ids[order]
         area = np.clip(b[:, 2] - b[:, 0], 0, None) * np.clip(b[:, 3] - b[:, 1], 0, None)
-        pairs = None if method == "blocks" else _overlap_pairs(b)
+        pairs = None if method == "blocks" else _overlap_pairs(b, cls)
         if pairs is None:
             if method == "sparse":
                 raise ValueError(f"nms(method='sparse'): more than {MAX_PAIRS} overlapping pairs")
