@@ -115,15 +115,17 @@ CALIBRATOR_OPTIONS = {"minmax": {"symmetric": True},
 
 def quantize(model: Path, qdq_out: Path, feeds: Iterator[dict[str, np.ndarray]], method: str,
              int8_heads: bool = False) -> list[TensorRange]:
-    """Calibrate once with ONNX Runtime, write the Q/DQ ONNX from those ranges, return every activation's."""
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        CalibrationMethod,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-    from onnxruntime.quantization.calibrate import create_calibrator, save_tensors_data
+    """Calibrate once with ONNX Runtime, write the Q/DQ ONNX from those ranges, return every activation's.
+
+    The Q/DQ model comes from ONNX Runtime's QDQQuantizer given the measured ranges: the same steps as
+    ``quantize_static`` after its calibration (whose constructor is the same from ORT 1.17 to 1.32), so
+    one pass over the frames serves both products, on every onnxruntime this package supports.
+    """
+    from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantType
+    from onnxruntime.quantization.calibrate import create_calibrator
+    from onnxruntime.quantization.qdq_quantizer import QDQQuantizer
+    from onnxruntime.quantization.quant_utils import load_model_with_shape_infer, update_opset_version
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
 
     class Reader(CalibrationDataReader):
         def get_next(self) -> dict[str, np.ndarray] | None:
@@ -133,7 +135,6 @@ def quantize(model: Path, qdq_out: Path, feeds: Iterator[dict[str, np.ndarray]],
     ort_method = getattr(CalibrationMethod, METHODS[method][0])
     heads = [] if int8_heads else output_producers(model)
     with tempfile.TemporaryDirectory(prefix="dla_calib_") as tmp:
-        ranges_json = Path(tmp) / "ranges.json"
         try:
             calibrator = create_calibrator(
                 model, None, augmented_model_path=str(Path(tmp) / "augmented.onnx"),
@@ -141,15 +142,15 @@ def quantize(model: Path, qdq_out: Path, feeds: Iterator[dict[str, np.ndarray]],
             calibrator.collect_data(Reader())
             with contextlib.redirect_stdout(io.StringIO()):  # the histogram calibrators print their steps
                 data = calibrator.compute_data()
-            save_tensors_data(data, ranges_json)
-            # the ranges file makes quantize_static skip its own calibration: one pass, two products
-            quantize_static(
-                str(model), str(qdq_out), None, quant_format=QuantFormat.QDQ, per_channel=True,
-                activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, calibrate_method=ort_method,
-                calibration_cache_path=str(ranges_json), nodes_to_exclude=heads,
-                extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False})
+            onnx_model = update_opset_version(load_model_with_shape_infer(model), QuantType.QInt8)
+            quantizer = QDQQuantizer(
+                onnx_model, True, False, QuantType.QInt8, QuantType.QInt8, data, [], heads,
+                sorted(set(QLinearOpsRegistry) | set(QDQRegistry)),
+                {"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False})
+            quantizer.quantize_model()
+            quantizer.model.save_model_to_file(str(qdq_out), False)
         except (ValueError, RuntimeError) as exc:
-            raise ModelError(f"ONNX Runtime calibration failed: {exc}", call="quantize_static",
+            raise ModelError(f"ONNX Runtime calibration failed: {exc}", call="QDQQuantizer",
                              params={"model": str(model), "method": method}) from exc
     ranges = [TensorRange(name, _first(d.lowest), _first(d.highest)) for name, d in data.data.items()]
     ranges = _as_quantized(ranges, qdq_out)
@@ -180,7 +181,7 @@ def _typed_fp16(qdq: Path) -> None:
     import onnx
     from onnx import version_converter
 
-    from dla_infer_node.artifact.convert import to_fp16
+    from dla_infer_node.artifact.convert import save_portable, to_fp16
 
     model = onnx.load(str(qdq))
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
@@ -193,7 +194,7 @@ def _typed_fp16(qdq: Path) -> None:
     except Exception as exc:  # onnx raises several types; each means the fp16 Q/DQ graph is not valid
         raise ModelError(f"the fp16 Q/DQ graph does not type-check: {exc}".splitlines()[0],
                          call="calibrate", params={"qdq": str(qdq)}) from exc
-    onnx.save(model, str(qdq))
+    save_portable(model, qdq)
 
 
 def _first(value: object) -> float:

@@ -97,10 +97,19 @@ def convert_fp16(src: Path, dst: Path) -> Path:
                          params={"model": str(src)},
                          hint="an op that needs float32 data: report it with `dla_build lint MODEL`") from exc
     dst.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(dst))
+    save_portable(model, dst)
     if clipped:
         print(f"note: {len(clipped)} tensors had values beyond fp16's +-65504, clipped: {clipped[:5]}")
     return dst
+
+
+def save_portable(model: Any, path: Path) -> None:
+    """Save with the oldest IR version the model's opsets allow: an onnx newer than the robot's (or this
+    machine's) onnxruntime / TensorRT parser would otherwise stamp an IR version they refuse."""
+    import onnx
+
+    model.ir_version = min(model.ir_version, onnx.helper.find_min_ir_version_for(list(model.opset_import)))
+    onnx.save(model, str(path))
 
 
 def compare(fp32: Path, fp16: Path, feeds: list[dict[str, np.ndarray]]) -> dict[str, float]:

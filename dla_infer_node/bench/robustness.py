@@ -1,0 +1,87 @@
+"""How the detector holds up away from its training data (issue 20), not a test:
+``python -m dla_infer_node.bench.robustness [--scenes 100] [--model META] [--out FILE] [--table]``.
+
+Runs the package pipeline (ONNX Runtime CPU, conf 0.001, NMS IoU 0.6, as ``evaluate``) on the held-out
+scenes of ``bench.heldout_scenes``, one set per condition (object size, filled/outlined, background kind,
+and all mixed), and scores COCO mAP per set. Default output: bench/results/robustness.json; ``--table``
+prints the markdown table models/README.md shows, from that file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dla_infer_node.bench.heldout_scenes import CONDITIONS, HELDOUT_FIRST_SEED, heldout_scene
+
+
+def score_condition(detector: Any, condition: str, scenes: int, classes: int) -> dict[str, Any]:
+    from dla_infer_node.cli.coco_map import coco_map
+
+    gts: list[tuple[np.ndarray, np.ndarray]] = []
+    dets: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for i in range(scenes):
+        scene = heldout_scene(HELDOUT_FIRST_SEED + i, condition)
+        d = detector.detect(scene.image, "rgb8")
+        gts.append((scene.boxes, scene.class_ids))
+        dets.append((d.boxes, d.scores, d.class_ids))
+    m50, m5095, _ = coco_map(gts, dets, classes)
+    return {"scenes": scenes, "objects": int(sum(len(c) for _, c in gts)), "mAP50": round(m50, 4),
+            "mAP50_95": round(m5095, 4)}
+
+
+def measure(model: str, scenes: int) -> dict[str, Any]:
+    from dla_infer_node.backends.factory import BackendSettings, open_backend
+    from dla_infer_node.core.pipeline import Detector
+
+    backend, meta = open_backend(BackendSettings(metadata_path=model))
+    rows = {}
+    t0 = time.perf_counter()
+    with Detector(backend, meta, 0.001, 0.6, max_detections=300) as detector:
+        for condition in CONDITIONS:
+            rows[condition] = score_condition(detector, condition, scenes, len(meta.classes))
+            row = rows[condition]
+            print(f"{condition:<20} mAP50 {row['mAP50']:.4f}  mAP50:95 {row['mAP50_95']:.4f}  "
+                  f"({row['objects']} objects)", flush=True)
+    return {"model": meta.name, "scenes_per_condition": scenes,
+            "seeds": [HELDOUT_FIRST_SEED, HELDOUT_FIRST_SEED + scenes], "results": rows,
+            "seconds": round(time.perf_counter() - t0, 1),
+            "measured_by": "python -m dla_infer_node.bench.robustness " + " ".join(sys.argv[1:]),
+            "host": {"python": platform.python_version(), "machine": platform.machine()}}
+
+
+def table(doc: dict[str, Any]) -> str:
+    out = [f"| held-out set ({doc['scenes_per_condition']} scenes each) | objects | mAP50 | mAP50:95 |",
+           "| --- | --- | --- | --- |"]
+    for condition, row in doc["results"].items():
+        name = condition.replace("_", " ")
+        out.append(f"| {name} | {row['objects']} | {row['mAP50']:.4f} | {row['mAP50_95']:.4f} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.robustness", description=__doc__.splitlines()[0])
+    p.add_argument("--scenes", type=int, default=100, help="scenes per condition (default 100)")
+    p.add_argument("--model", default="", help="metadata YAML (default: the shipped model)")
+    p.add_argument("--out", type=Path, default=Path("bench/results/robustness.json"))
+    p.add_argument("--table", action="store_true", help="print the README table of --out's JSON and stop")
+    args = p.parse_args(argv)
+    if args.table:
+        print(table(json.loads(args.out.read_text(encoding="utf-8"))))
+        return 0
+    doc = measure(args.model, args.scenes)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
