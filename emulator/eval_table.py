@@ -53,10 +53,11 @@ def run(out: Path, scenes: int, build_dir: Path, preprocess_device: str = "gpu",
             raise SystemExit(f"eval_table: the network host failed:\n{host.errors[-1]}")
     doc = {"command": command, "scenes": scenes, "seeds": [EVAL_FIRST_SEED, EVAL_FIRST_SEED + scenes],
            "objects": fp32.objects, "preprocess_device": preprocess_device,
-           "evaluation": "COCO mAP (cli.coco_map, = COCOeval), conf 0.001, NMS IoU 0.6, 640x480 synthetic scenes",
+           "evaluation": "COCO mAP (cli.coco_map, = COCOeval), conf 0.001, NMS IoU 0.6, 640x480 scenes",
            "emulation": {"fp16": "fp32 arithmetic, weights and every activation rounded to fp16, fp16 I/O",
-                         "int8": "onnxruntime quantize_static QDQ (entropy, symmetric, per-channel weights), "
-                                 "24 training-range calibration scenes; not TensorRT's int8 kernels"},
+                         "int8": "dla_build calibrate's Q/DQ (ORT minmax, symmetric, per-channel weights, "
+                                 "--int8-heads), 24 training-range calibration scenes; not TensorRT's int8 "
+                                 "kernels"},
            "host": {"python": platform.python_version(), "machine": platform.machine()},
            "rows": rows}
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -10,11 +10,12 @@ sha256). What each precision runs on the emulated DLA:
   after every float node output, so each activation is stored with fp16 precision; arithmetic inside a
   layer is fp32 (ONNX Runtime's CPU provider has no fp16 convolutions). I/O tensors are fp16 in the DLA
   layouts. Not imitated: TensorRT's fp16 kernels (accumulation order, fused layers' skipped roundings).
-* int8 -- a QDQ model from onnxruntime's ``quantize_static`` calibrated on training-range synthetic scenes
-  through the package's own preprocess: per-channel symmetric int8 weights, per-tensor symmetric int8
-  activations (TensorRT's scheme), entropy calibration (TensorRT's default calibrator is entropy-based
-  too, but its histograms and thresholds differ). The input is quantised with the sidecar's scale (= the
-  QDQ input scale); int8 outputs carry the QDQ output scales. Not imitated: TensorRT/DLA int8 kernels,
+* int8 -- the Q/DQ model of ``dla_build calibrate`` (``artifact.calibrate.quantize``: ONNX Runtime's
+  calibrator and QDQ quantizer, minmax ranges, per-channel symmetric int8 weights, per-tensor symmetric
+  int8 activations, TensorRT's scheme) from training-range synthetic scenes through the package's own
+  preprocess, with ``--int8-heads`` (int8 outputs need their scales) and float32 elsewhere. The input
+  is quantised with the sidecar's scale (= the QDQ input scale); int8 outputs carry the QDQ output
+  scales. Not imitated: TensorRT/DLA int8 kernels,
   layer fusion and which layers it keeps in fp16, rounding inside fused layers, the DLA's own
   requantisation arithmetic. So int8 figures here estimate calibration loss, not a Jetson's exact result.
 """
@@ -84,32 +85,16 @@ def calibration_frames(count: int, first_seed: int = CALIB_FIRST_SEED) -> Iterat
 
 def int8_network(work: Path, frames: int = 24, onnx_path: Path = MODEL) -> tuple[bytes, dict[str, float]]:
     """(QDQ ONNX bytes, int8 scale per I/O tensor name). Cached in ``work`` by source sha and frames."""
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        CalibrationMethod,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
+    from dla_infer_node.artifact.calibrate import quantize
 
     src = onnx_path.read_bytes()
-    tag = f"{hashlib.sha256(src).hexdigest()[:16]}_{frames}"
+    tag = f"{hashlib.sha256(src).hexdigest()[:16]}_{frames}_calibrate"
     out, scales_file = work / f"qdq_{tag}.onnx", work / f"qdq_{tag}.scales.json"
     if not out.is_file() or not scales_file.is_file():
         work.mkdir(parents=True, exist_ok=True)
 
-        class Reader(CalibrationDataReader):
-            def __init__(self) -> None:
-                self.it = iter(calibration_frames(frames))
-
-            def get_next(self) -> dict[str, np.ndarray] | None:
-                x = next(self.it, None)
-                return None if x is None else {"images": x}
-
-        quantize_static(str(onnx_path), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                        calibrate_method=CalibrationMethod.Entropy,
-                        extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
+        feeds = ({"images": x} for x in calibration_frames(frames))
+        quantize(onnx_path, out, feeds, "minmax", int8_heads=True, typed=False)
         scales_file.write_text(json.dumps(io_scales(out)), encoding="utf-8")
     return out.read_bytes(), json.loads(scales_file.read_text(encoding="utf-8"))
 

@@ -16,8 +16,8 @@ on; run the node with ``ros2 run`` to get it).
 lifecycle:=true starts the managed node instead (``dla_infer_lifecycle``: configure, activate, deactivate,
 cleanup, shutdown through ``ros2 lifecycle set /<namespace>/dla_infer_node <transition>`` or a lifecycle
 manager); the plain node stays the default. dds_profile:=large_images (or a path to a Fast DDS XML
-profile) sets FASTDDS_DEFAULT_PROFILES_FILE for the node's process; the camera driver's process needs it
-too, since the publisher's transport decides whether large best-effort frames arrive (README, "Large
+profile) sets FASTDDS_DEFAULT_PROFILES_FILE and, for Fast DDS 2, FASTRTPS_DEFAULT_PROFILES_FILE for the
+node's process; the camera driver's process needs it too, since the publisher's transport decides whether large best-effort frames arrive (README, "Large
 images over DDS").
 """
 
@@ -69,7 +69,7 @@ def node_action(*, params_file: str, namespace: str = "", image_topic: str = "im
         respawn_delay=2.0,
         output="screen",
         emulate_tty=True,
-        additional_env={launch_args.DDS_PROFILE_ENV: profile} if profile else None,
+        additional_env=launch_args.profile_env(profile) if profile else None,
     )
 
 

@@ -37,7 +37,8 @@ def test_table_lists_every_cell() -> None:
 
 def test_small_run_profile_delivers_every_frame(tmp_path: Path, ros_env: dict[str, str]) -> None:
     out = tmp_path / "transport.json"
-    env = {k: v for k, v in ros_env.items() if k != "FASTDDS_DEFAULT_PROFILES_FILE"}
+    env = {k: v for k, v in ros_env.items()
+           if k not in ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")}
     proc = subprocess.run([sys.executable, "-m", "dla_infer_node.bench.transport", "--quick",
                            "--frames", "10", "--sizes", "VGA", "--receivers", "bare", "--out", str(out)],
                           env=env, cwd=REPO, capture_output=True, text=True, timeout=240)

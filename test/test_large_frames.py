@@ -37,9 +37,10 @@ HAS_INPUT_MONITOR = importlib.util.find_spec("dla_infer_node.ros.input_monitor")
 
 def _env(with_profile: bool) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if k not in ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTDDS_BUILTIN_TRANSPORTS")}
-    if with_profile:
-        env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(PROFILE)
+           if k not in ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE",
+                        "FASTDDS_BUILTIN_TRANSPORTS")}
+    if with_profile:  # Fast DDS 3 (Kilted) and Fast DDS 2 (Jazzy) read different names
+        env["FASTDDS_DEFAULT_PROFILES_FILE"] = env["FASTRTPS_DEFAULT_PROFILES_FILE"] = str(PROFILE)
     env["BENCH_RELIABILITY"] = "best_effort"
     return env
 

@@ -47,7 +47,8 @@ IMAGE_TOPIC = f"/{NAMESPACE}/camera/image"
 DDS_PROFILE = REPO / "config" / "fastdds_large_images.xml"
 RELIABLE = not DDS_PROFILE.is_file()
 if not RELIABLE:  # set before this process or the node creates a DDS participant
-    os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(DDS_PROFILE)
+    for name in ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE"):  # Fast DDS 3 and 2
+        os.environ[name] = str(DDS_PROFILE)
 
 
 def _params_file() -> str:

@@ -40,7 +40,8 @@ def _bash_lines() -> list[str]:
 def test_the_section_has_only_commands_this_module_runs() -> None:
     # a command added to the section without a test here fails this test
     for line in _bash_lines():
-        assert line.startswith(("export FASTDDS_DEFAULT_PROFILES_FILE=", NODE_CMD, "sudo sysctl -w ")), line
+        assert line.startswith(("export FASTDDS_DEFAULT_PROFILES_FILE=",
+                                "export FASTRTPS_DEFAULT_PROFILES_FILE=", NODE_CMD, "sudo sysctl -w ")), line
     assert len(_blocks("python")) == 1
 
 
@@ -54,7 +55,7 @@ def _shm_segments(pid: int) -> dict[str, int]:
     found = {}
     for entry in Path(f"/proc/{pid}/map_files").iterdir():
         target = os.readlink(entry)
-        if target.startswith("/dev/shm/fastdds_") and os.path.exists(target):
+        if target.startswith(("/dev/shm/fastdds_", "/dev/shm/fastrtps_")) and os.path.exists(target):
             found[target] = os.stat(target).st_size
     return found
 
@@ -84,10 +85,15 @@ def _run_node(line: str, env: dict[str, str], tmp_path: Path, until: Any) -> tup
 def test_profile_export_and_run_start_the_node_with_the_large_segment(tmp_path: Path,
                                                                       ros_env: dict[str, str]) -> None:
     pytest.importorskip("rclpy", reason="rclpy not importable: run in the project .venv")
-    export, run = _bash_lines()[0], _bash_lines()[1]
-    name, value = export.removeprefix("export ").split("=", 1)
-    env = {**ros_env, name: value.replace("$PWD", str(REPO))}
-    assert Path(env[name]).is_file(), env[name]
+    lines = _bash_lines()
+    exports = [ln for ln in lines if ln.startswith("export ")]
+    run = next(ln for ln in lines if ln.startswith(NODE_CMD))
+    env = {k: v for k, v in ros_env.items() if not k.endswith("_DEFAULT_PROFILES_FILE")}
+    for export in exports:  # both names: the Fast DDS of Kilted reads one, the one of Jazzy the other
+        name, value = export.removeprefix("export ").split("#")[0].strip().split("=", 1)
+        env[name] = value.replace("$PWD", str(REPO))
+        assert Path(env[name]).is_file(), env[name]
+    assert {"FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE"} <= set(env)
     seen, segments = _run_node(run, env, tmp_path,
                                lambda probe: probe.node.count_subscribers("/camera/image_raw") > 0)
     assert seen, "the node did not subscribe the remapped topic /camera/image_raw"
@@ -147,12 +153,13 @@ def test_launch_snippet_gives_later_processes_the_profile(tmp_path: Path, ros_en
     # a process started after the snippet's actions, as the camera driver would be
     description.add_action(ExecuteProcess(cmd=[sys.executable, "-c",
                                                "import os, sys; open(sys.argv[1], 'w').write("
-                                               "os.environ.get('FASTDDS_DEFAULT_PROFILES_FILE', ''))",
+                                               "os.environ.get('FASTDDS_DEFAULT_PROFILES_FILE', '') + '|' + "
+                                               "os.environ.get('FASTRTPS_DEFAULT_PROFILES_FILE', ''))",
                                                str(seen)]))
     service = LaunchService(argv=[])
     service.include_launch_description(description)
     assert service.run() == 0
-    assert seen.read_text() == profile
+    assert seen.read_text() == f"{profile}|{profile}"
 
 
 def test_launch_file_takes_dds_profile(tmp_path: Path) -> None:
@@ -162,7 +169,9 @@ def test_launch_file_takes_dds_profile(tmp_path: Path) -> None:
 
     text = (REPO / "launch" / "dla_infer.launch.py").read_text()
     assert 'DeclareLaunchArgument("dds_profile"' in text and "launch_args.dds_profile(" in text
-    assert launch_args.DDS_PROFILE_ENV == "FASTDDS_DEFAULT_PROFILES_FILE"
+    assert launch_args.profile_env("p") == {"FASTDDS_DEFAULT_PROFILES_FILE": "p",
+                                            "FASTRTPS_DEFAULT_PROFILES_FILE": "p"}
+    assert "launch_args.profile_env(profile)" in text
     shipped = launch_args.dds_profile("large_images", str(REPO / "config"))
     assert shipped == str((REPO / "config" / "fastdds_large_images.xml").resolve())
     own = tmp_path / "mine.xml"

@@ -114,12 +114,13 @@ CALIBRATOR_OPTIONS = {"minmax": {"symmetric": True},
 
 
 def quantize(model: Path, qdq_out: Path, feeds: Iterator[dict[str, np.ndarray]], method: str,
-             int8_heads: bool = False) -> list[TensorRange]:
+             int8_heads: bool = False, typed: bool = True) -> list[TensorRange]:
     """Calibrate once with ONNX Runtime, write the Q/DQ ONNX from those ranges, return every activation's.
 
     The Q/DQ model comes from ONNX Runtime's QDQQuantizer given the measured ranges: the same steps as
     ``quantize_static`` after its calibration (whose constructor is the same from ORT 1.17 to 1.32), so
     one pass over the frames serves both products, on every onnxruntime this package supports.
+    ``typed=False`` leaves the non-int8 parts in float32 (the DLA emulator's int8 network computes so).
     """
     from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantType
     from onnxruntime.quantization.calibrate import create_calibrator
@@ -154,7 +155,8 @@ def quantize(model: Path, qdq_out: Path, feeds: Iterator[dict[str, np.ndarray]],
                              params={"model": str(model), "method": method}) from exc
     ranges = [TensorRange(name, _first(d.lowest), _first(d.highest)) for name, d in data.data.items()]
     ranges = _as_quantized(ranges, qdq_out)
-    _typed_fp16(qdq_out)
+    if typed:
+        _typed_fp16(qdq_out)
     if heads:
         outputs = set(_output_names(model))
         ranges = [r for r in ranges if r.name not in outputs]

@@ -44,7 +44,8 @@ PROFILES = ("default", "profile")
 RELIABILITIES = ("best_effort", "reliable")
 RECEIVERS = ("bare", "node")
 _FASTDDS_VARS = (
-    "FASTDDS_DEFAULT_PROFILES_FILE", "FASTDDS_BUILTIN_TRANSPORTS", "RMW_FASTRTPS_USE_QOS_FROM_XML")
+    "FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_BUILTIN_TRANSPORTS",
+    "RMW_FASTRTPS_USE_QOS_FROM_XML")
 
 
 def cell_env(base: dict[str, str], *, profile: str, reliability: str, stock: bool, domain: int
@@ -57,8 +58,8 @@ def cell_env(base: dict[str, str], *, profile: str, reliability: str, stock: boo
     else:
         env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
         env["ROS_LOCALHOST_ONLY"] = "1"
-    if profile == "profile":
-        env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(PROFILE)
+    if profile == "profile":  # under both names: Fast DDS 2 (Jazzy) reads only the FASTRTPS_ one
+        env["FASTDDS_DEFAULT_PROFILES_FILE"] = env["FASTRTPS_DEFAULT_PROFILES_FILE"] = str(PROFILE)
     env["ROS_DOMAIN_ID"] = str(domain)
     env["BENCH_RELIABILITY"] = reliability
     return env

@@ -41,8 +41,9 @@ Status = tuple[str, str, dict[str, Any]]
 
 DDS_PROFILE = "config/fastdds_large_images.xml"
 REMEDY = (f"large frames over default DDS settings: start the camera driver with "
-          f"FASTDDS_DEFAULT_PROFILES_FILE=<share>/dla_infer_node/{DDS_PROFILE} (the publisher's transport "
-          f"decides), or publish and subscribe reliable")
+          f"FASTDDS_DEFAULT_PROFILES_FILE=<share>/dla_infer_node/{DDS_PROFILE} (Humble/Jazzy: "
+          f"FASTRTPS_DEFAULT_PROFILES_FILE; the publisher's transport decides), or publish and subscribe "
+          f"reliable")
 _INTERVALS_KEPT = 16
 _FORGET_AFTER_TIMEOUTS = 20  # a silent publisher's stream is forgotten after this many stall timeouts
 

@@ -14,10 +14,20 @@ from dla_infer_node.core.errors import DlaInferError
 
 EXIT_BAD_PARAMETER = 2  # dla_infer_node.ros.node.main: an invalid parameter
 EXIT_FAULT = 1          # a backend that cannot start, or a fatal accelerator fault
+# Fast DDS 3 (Kilted and later) reads FASTDDS_DEFAULT_PROFILES_FILE; Fast DDS 2 (Humble, Jazzy) reads only
+# the older FASTRTPS_DEFAULT_PROFILES_FILE (measured with the Jazzy wheels: the profile is ignored under the
+# new name). A profile is handed to a process under both.
 DDS_PROFILE_ENV = "FASTDDS_DEFAULT_PROFILES_FILE"
+DDS_PROFILE_ENV_FASTDDS2 = "FASTRTPS_DEFAULT_PROFILES_FILE"
+DDS_PROFILE_ENVS = (DDS_PROFILE_ENV, DDS_PROFILE_ENV_FASTDDS2)
 SHIPPED_DDS_PROFILES = {"large_images": "fastdds_large_images.xml"}
 
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def profile_env(path: str) -> dict[str, str]:
+    """The environment that loads the Fast DDS profile ``path`` in a process, whichever Fast DDS it runs."""
+    return dict.fromkeys(DDS_PROFILE_ENVS, path)
 
 
 class LaunchArgumentError(DlaInferError):
