@@ -15,7 +15,6 @@ int8 I/O on top) are ``bench/results/dla_emulated_accuracy.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import shutil
 import sys
@@ -23,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from dla_infer_node.bench import results_file
 
 TARGET_POINTS = {"fp16": 0.5, "int8": 2.0}  # mAP50 points below fp32 allowed
 
@@ -101,15 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scenes", type=int, default=500, help="evaluation scenes (default 500)")
     p.add_argument("--calib-scenes", type=int, default=100, help="calibration scenes (default 100)")
     p.add_argument("--methods", default="minmax", help="comma-separated: minmax,entropy,percentile")
-    p.add_argument("--out", type=Path, default=Path("bench/results/quantized_accuracy.json"))
-    p.add_argument("--table", action="store_true", help="print the README table of --out's JSON and stop")
+    results_file.add_arguments(p, "bench/results/quantized_accuracy.json")
     args = p.parse_args(argv)
-    if args.table:
-        print(table(json.loads(args.out.read_text(encoding="utf-8"))))
+    if results_file.print_table(args, table):
         return 0
     doc = measure(args.scenes, args.calib_scenes, [m for m in args.methods.split(",") if m])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    results_file.write(args.out, doc)
     for key, row in doc["results"].items():
         print(f"{key:<16} mAP50 {row['mAP50']:.4f}  mAP50:95 {row['mAP50_95']:.4f}  "
               f"({row['mAP50_points_below_fp32']:+.2f} points below fp32)")

@@ -10,15 +10,14 @@ prints the markdown table models/README.md shows, from that file.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from dla_infer_node.bench import results_file
 from dla_infer_node.bench.heldout_scenes import CONDITIONS, HELDOUT_FIRST_SEED, heldout_scene
 
 
@@ -70,15 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.robustness", description=__doc__.splitlines()[0])
     p.add_argument("--scenes", type=int, default=100, help="scenes per condition (default 100)")
     p.add_argument("--model", default="", help="metadata YAML (default: the shipped model)")
-    p.add_argument("--out", type=Path, default=Path("bench/results/robustness.json"))
-    p.add_argument("--table", action="store_true", help="print the README table of --out's JSON and stop")
+    results_file.add_arguments(p, "bench/results/robustness.json")
     args = p.parse_args(argv)
-    if args.table:
-        print(table(json.loads(args.out.read_text(encoding="utf-8"))))
+    if results_file.print_table(args, table):
         return 0
     doc = measure(args.model, args.scenes)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    results_file.write(args.out, doc)
     print(f"wrote {args.out}")
     return 0
 
