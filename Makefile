@@ -18,7 +18,7 @@ export ROS_LOCALHOST_ONLY := 1
 MIN_CORE_PASSED ?= 500
 MIN_NODE_PASSED ?= 200
 
-.PHONY: venv test test-py310 test-jazzy demo bench bench-transport bench-quantized lint test-gpu bench-gpu eval-dla-emulated clean
+.PHONY: venv test test-py310 test-jazzy demo bench bench-transport bench-quantized lint test-gpu test-gpu-node gpu-node-carry bench-gpu eval-dla-emulated clean
 
 venv:
 	@bash scripts/setup_env.sh
@@ -62,12 +62,21 @@ bench-transport: venv
 	$(PY) -m dla_infer_node.bench.transport --out bench/results/transport.json
 
 lint: venv
-	$(PY) -m ruff check dla_infer_node/ tools/ test/ test_gpu/
+	$(PY) -m ruff check dla_infer_node/ tools/ test/ test_gpu/ test_gpu_node/
 	$(PY) -m mypy dla_infer_node/ tools/
 
 # Runs on a GPU machine with its system Python (not .venv): scripts/test_gpu.sh sets itself up.
 test-gpu:
 	bash scripts/test_gpu.sh
+
+# The node over DDS with backend cudla on the GPU machine (DLA EMULATOR): its Python has no ROS, so the
+# ROS 2 wheels for CPython 3.12 and a vision_msgs build come from the CPU machine (`make gpu-node-carry`,
+# then carry .devcarry/whl312 and install/interfaces-py312 with the device tool).
+test-gpu-node:
+	bash scripts/test_gpu_node.sh
+
+gpu-node-carry: venv
+	bash scripts/gpu_node_carry.sh
 
 # GPU benchmark (system Python, like test-gpu): kernel vs device copy, and the backend's whole per-frame cost
 # through the DLA EMULATOR (test infrastructure) with the GPU and the CPU input path. Writes bench/results/gpu.json.

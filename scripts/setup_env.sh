@@ -14,6 +14,8 @@
 #   DISTRO=kilted        ROS wheels of requirements/ros.txt, vision_msgs in install/interfaces
 #   DISTRO=jazzy         requirements/ros-jazzy.txt, vision_msgs in install/interfaces-jazzy (rosidl differs)
 #   DISTRO=none          no ROS at all (steps 4 and 5 skipped): the core tests' venv, e.g. on Python 3.10
+#   IFACE_NAME=...       another install/<name> for vision_msgs (one built for another Python, e.g. the
+#                        GPU machine's 3.12: scripts/gpu_node_carry.sh)
 # (Not ROS_DISTRO: a sourced ROS install sets that one, and it must not choose the wheels.)
 # A venv remembers its distro; asking for another one with the same VENV is refused.
 #
@@ -35,8 +37,8 @@ say() { printf '[setup_env %s %3ds] %s\n' "${VENV##*/}" "$((SECONDS - T0))" "$*"
 die() { printf '[setup_env %s] ERROR: %s\n' "${VENV##*/}" "$*" >&2; exit 1; }
 
 case "$DISTRO" in
-    kilted) ROS_REQS="$ROOT/requirements/ros.txt"; IFACE_NAME=interfaces ;;
-    jazzy)  ROS_REQS="$ROOT/requirements/ros-jazzy.txt"; IFACE_NAME=interfaces-jazzy ;;
+    kilted) ROS_REQS="$ROOT/requirements/ros.txt"; IFACE_NAME="${IFACE_NAME:-interfaces}" ;;
+    jazzy)  ROS_REQS="$ROOT/requirements/ros-jazzy.txt"; IFACE_NAME="${IFACE_NAME:-interfaces-jazzy}" ;;
     none)   ROS_REQS=""; IFACE_NAME="" ;;
     *) die "DISTRO=$DISTRO: expected kilted, jazzy or none" ;;
 esac

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# `make test-gpu-node` (on the GPU machine): the node in a real DDS graph with backend cudla on the DLA
+# EMULATOR (test infrastructure). A venv over the system Python (which has cuda-bindings, cuda-core, cupy,
+# onnxruntime, opencv) gets the ROS 2 wheels carried from the CPU machine (`make gpu-node-carry` there:
+# .devcarry/whl312 and install/interfaces-py312), installed offline; then pytest runs test_gpu_node/.
+# DDS stays on loopback (ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST). Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+WHEELS="${DLA_GPU_NODE_WHEELS:-.devcarry/whl312}"
+IFACE="$PWD/install/interfaces-py312"
+if [[ ! -d "$WHEELS" || ! -d "$IFACE" ]]; then
+    echo "test-gpu-node: $WHEELS or $IFACE missing: run 'make gpu-node-carry' on the CPU machine and carry both" >&2
+    exit 2
+fi
+PY="${PYTHON:-python3}"
+VENV="${DLA_GPU_NODE_VENV:-$PWD/build/gpu-node-venv}"
+[[ -x "$VENV/bin/python" ]] || "$PY" -m venv --system-site-packages "$VENV"
+# --no-deps: the carried set is complete for the node (its pins are requirements/ros.txt's)
+"$VENV/bin/python" -m pip install -q --no-index --no-deps "$WHEELS"/*.whl
+SITE="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+cp scripts/venv_hook.py "$SITE/_dla_infer_node_env.py"
+echo "import _dla_infer_node_env; _dla_infer_node_env.activate(r'$IFACE')" > "$SITE/dla_infer_node_env.pth"
+
+build="$PWD/emulator/build"
+bash emulator/build.sh "$build" >/dev/null
+export DLA_EMULATOR_LIB="$build/libcudla.so.1" DLA_EMULATOR_BUILD="$build"
+export LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
+"$VENV/bin/python" -c 'import rclpy, vision_msgs.msg, cuda.bindings.cudla; print("test-gpu-node: rclpy + vision_msgs + cudla import")'
+exec "$VENV/bin/python" -m pytest test_gpu_node -q -p no:cacheprovider "$@"
