@@ -40,7 +40,7 @@ from typing import TextIO
 
 import numpy as np
 
-from dla_infer_node.artifact import trt_support
+from dla_infer_node.artifact import onnx_facts, trt_support
 from dla_infer_node.artifact.calibration_frames import FrameSource
 from dla_infer_node.core.errors import ModelError, ParameterError
 
@@ -134,7 +134,8 @@ def quantize(model: Path, qdq_out: Path, feeds: Iterator[dict[str, np.ndarray]],
 
     logging.getLogger().setLevel(logging.ERROR)  # ORT's "consider pre-processing" advice is not ours
     ort_method = getattr(CalibrationMethod, METHODS[method][0])
-    heads = [] if int8_heads else output_producers(model)
+    producers, outputs = head_layers(model)
+    heads = [] if int8_heads else producers
     with tempfile.TemporaryDirectory(prefix="dla_calib_") as tmp:
         try:
             calibrator = create_calibrator(
@@ -158,24 +159,18 @@ def quantize(model: Path, qdq_out: Path, feeds: Iterator[dict[str, np.ndarray]],
     if typed:
         _typed_fp16(qdq_out)
     if heads:
-        outputs = set(_output_names(model))
         ranges = [r for r in ranges if r.name not in outputs]
     return ranges
 
 
-def _output_names(model: Path) -> list[str]:
-    import onnx
-
-    return [o.name for o in onnx.load(str(model), load_external_data=False).graph.output]
-
-
-def output_producers(model: Path) -> list[str]:
-    """Names of the nodes whose output is a graph output (a trimmed detector's raw head convolutions)."""
+def head_layers(model: Path) -> tuple[list[str], set[str]]:
+    """The nodes whose output is a graph output (a trimmed detector's raw head convolutions), and the
+    graph's output names."""
     import onnx
 
     graph = onnx.load(str(model), load_external_data=False).graph
     outputs = {o.name for o in graph.output}
-    return [n.name for n in graph.node if outputs & set(n.output) and n.name]
+    return [n.name for n in graph.node if outputs & set(n.output) and n.name], outputs
 
 
 def _typed_fp16(qdq: Path) -> None:
@@ -183,19 +178,13 @@ def _typed_fp16(qdq: Path) -> None:
     import onnx
     from onnx import version_converter
 
-    from dla_infer_node.artifact.convert import save_portable, to_fp16
+    from dla_infer_node.artifact.convert import checked_fp16, save_portable
 
     model = onnx.load(str(qdq))
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     if opset < 19:
         model = version_converter.convert_version(model, 19)
-    model, _ = to_fp16(model)
-    try:
-        model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
-        onnx.checker.check_model(model)
-    except Exception as exc:  # onnx raises several types; each means the fp16 Q/DQ graph is not valid
-        raise ModelError(f"the fp16 Q/DQ graph does not type-check: {exc}".splitlines()[0],
-                         call="calibrate", params={"qdq": str(qdq)}) from exc
+    model, _ = checked_fp16(model, "calibrate", {"qdq": str(qdq)})
     save_portable(model, qdq)
 
 
@@ -284,12 +273,11 @@ def run(args: argparse.Namespace) -> int:
     if bad:
         raise ModelError(f"non-finite activation ranges (the model overflows on these frames): {bad[:5]}",
                          call="calibrate", params={"model": str(model)})
-    stem = model.name[: -len(".onnx")] if model.name.endswith(".onnx") else model.stem
-    cache = args.cache or model.with_name(f"{stem}.calib")
+    cache = args.cache or model.with_name(f"{onnx_facts.model_stem(model)}.calib")
     write_trt_cache(cache, ranges, cache_tag(args.trt_version, args.method))
     print(summary(ranges, input_name))
     if not args.int8_heads:
-        kept = ", ".join(output_producers(model))
+        kept = ", ".join(head_layers(model)[0])
         print(f"output layers kept in fp16 (--int8-heads to quantize them): {kept}")
     scale = next(r.scale for r in ranges if r.name == input_name)
     print(f"input {input_name}: int8 scale {scale:.8g} (1/{1 / scale:.4g})")

@@ -14,10 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dla_infer_node.core.errors import InputError, ParameterError
+from dla_infer_node.core.errors import ParameterError
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
-IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
 # generated calibration scenes use their own seeds, disjoint from training [0, 1e6), evaluation (1e7+)
 # and the end-to-end test (2e7+): a calibration never sees an evaluation scene
 CALIBRATION_FIRST_SEED = 30_000_000
@@ -65,53 +63,38 @@ def _sample(n: int, k: int, seed: int) -> list[int]:
 
 
 def image_files(folder: Path) -> list[Path]:
+    from dla_infer_node.core.image_io import IMAGE_FILE_SUFFIXES
+
     if not folder.is_dir():
         raise ParameterError("--images", str(folder), "an existing folder of calibration images")
-    files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+    files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_FILE_SUFFIXES and p.is_file())
     if not files:
-        raise ParameterError("--images", str(folder), f"a folder holding {'/'.join(IMAGE_SUFFIXES)} files")
+        raise ParameterError("--images", str(folder),
+                             f"a folder holding {'/'.join(IMAGE_FILE_SUFFIXES)} files")
     return files
 
 
 def _folder_frames(folder: Path, max_images: int, seed: int) -> Iterator[tuple[np.ndarray, str]]:
-    import cv2
+    from dla_infer_node.core.image_io import read_image_file
 
     files = image_files(folder)
     for i in _sample(len(files), max_images, seed):
-        image = cv2.imread(str(files[i]), cv2.IMREAD_COLOR)
-        if image is None:  # one unreadable file is named, not silently skipped: it was asked for
-            raise InputError("cannot read image (not an image, or corrupt)", call="cv2.imread",
-                             params={"path": str(files[i])}, stage="calibrate")
-        yield image, "bgr8"
+        yield read_image_file(files[i], stage="calibrate"), "bgr8"
 
 
 def _topic_count(bag: Path, topic: str) -> int:
+    from dla_infer_node.bags.bag_frames import image_topic
     from dla_infer_node.bags.bag_io import BagReader
 
-    reader = BagReader(bag)
-    info = reader.topics.get(topic)
-    if info is None or info.type not in IMAGE_TYPES:
-        images = sorted(t for t, i in reader.topics.items() if i.type in IMAGE_TYPES)
-        raise ParameterError("--topic", topic,
-                             f"an image topic of {bag}: {', '.join(images) or 'it has none'}")
-    return info.message_count
+    return image_topic(BagReader(bag), topic).message_count
 
 
 def _bag_frames(bag: Path, topic: str, max_images: int, seed: int) -> Iterator[tuple[np.ndarray, str]]:
-    from dla_infer_node.bags.bag_io import BagReader
-    from dla_infer_node.core import cdr_image
-    from dla_infer_node.core.image_io import decode_compressed, image_from_fields
+    from dla_infer_node.bags.bag_frames import image_frames
 
     keep = set(_sample(_topic_count(bag, topic), max_images, seed))
-    for i, msg in enumerate(BagReader(bag).messages([topic])):
-        if i not in keep:
-            continue
-        if msg.type.endswith("CompressedImage"):
-            yield decode_compressed(cdr_image.parse_compressed(msg.data).data, stage="calibrate")
-        else:
-            f = cdr_image.parse_image(msg.data)
-            image = image_from_fields(f.encoding, f.height, f.width, f.step, f.data, stage="calibrate")
-            yield image, f.encoding
+    for frame, encoding, _ in image_frames(bag, topic, "calibrate", keep.__contains__):
+        yield frame, encoding
 
 
 def _scene_frames(count: int, seed: int) -> Iterator[tuple[np.ndarray, str]]:

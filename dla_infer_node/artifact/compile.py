@@ -52,15 +52,11 @@ FLOAT16 = 10  # onnx.TensorProto.FLOAT16
 
 def qdq_path_for(model: Path) -> Path:
     """Where ``dla_build calibrate`` leaves the Q/DQ ONNX of ``model``: ``<stem>.qdq.onnx`` beside it."""
-    return model.with_name(f"{_stem(model)}.qdq.onnx")
+    return model.with_name(f"{onnx_facts.model_stem(model)}.qdq.onnx")
 
 
 def fp16_path_for(model: Path, out: Path) -> Path:
-    return out.with_name(f"{_stem(model)}.fp16.onnx")
-
-
-def _stem(p: Path) -> str:
-    return p.name[: -len(".onnx")] if p.name.endswith(".onnx") else p.stem
+    return out.with_name(f"{onnx_facts.model_stem(model)}.fp16.onnx")
 
 
 @dataclass

@@ -88,19 +88,28 @@ def convert_fp16(src: Path, dst: Path) -> Path:
     if inputs and all(t == onnx.TensorProto.FLOAT16 for t in inputs):
         raise ModelError("the model is already fp16-typed: compile it as it is", call="convert_fp16",
                          params={"model": str(src)})
-    model, clipped = to_fp16(model)
-    try:
-        model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
-        onnx.checker.check_model(model)
-    except Exception as exc:  # onnx raises several types here; each means the same: not a valid fp16 graph
-        raise ModelError(f"the fp16 graph does not type-check: {exc}".splitlines()[0], call="convert_fp16",
-                         params={"model": str(src)},
-                         hint="an op that needs float32 data: report it with `dla_build lint MODEL`") from exc
+    model, clipped = checked_fp16(model, "convert_fp16", {"model": str(src)})
     dst.parent.mkdir(parents=True, exist_ok=True)
     save_portable(model, dst)
     if clipped:
         print(f"note: {len(clipped)} tensors had values beyond fp16's +-65504, clipped: {clipped[:5]}")
     return dst
+
+
+def checked_fp16(model: Any, call: str, params: dict[str, str]) -> tuple[Any, list[str]]:
+    """:func:`to_fp16`, then onnx's strict type inference and checker: a ModelError when the fp16 graph
+    does not type-check (an op that needs float32 data)."""
+    import onnx
+
+    model, clipped = to_fp16(model)
+    try:
+        model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        onnx.checker.check_model(model)
+    except Exception as exc:  # onnx raises several types here; each means the same: not a valid fp16 graph
+        raise ModelError(f"the fp16 graph does not type-check: {exc}".splitlines()[0], call=call,
+                         params=params,
+                         hint="an op that needs float32 data: report it with `dla_build lint MODEL`") from exc
+    return model, clipped
 
 
 def save_portable(model: Any, path: Path) -> None:
@@ -141,6 +150,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dla_infer_node.artifact.calibrate import calibration_tensors
+    from dla_infer_node.artifact.onnx_facts import model_stem
     from dla_infer_node.artifact.sidecar_writer import find_metadata
 
     model = Path(args.model)
@@ -148,8 +158,7 @@ def run(args: argparse.Namespace) -> int:
         raise ParameterError("MODEL", str(model), "an existing ONNX file")
     if args.scenes < 0:
         raise ParameterError("--scenes", args.scenes, "an integer >= 0")
-    stem = model.name[: -len(".onnx")] if model.name.endswith(".onnx") else model.stem
-    out = args.out or model.with_name(f"{stem}.fp16.onnx")
+    out = args.out or model.with_name(f"{model_stem(model)}.fp16.onnx")
     meta = find_metadata(model, args.metadata)
     convert_fp16(model, out)
     print(f"wrote {out} (fp16-typed: inputs, outputs, weights; TensorRT 11.4.1+ builds it as fp16)")

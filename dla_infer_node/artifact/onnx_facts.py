@@ -30,6 +30,11 @@ class OnnxTensor:
     elem_type: int
 
 
+def model_stem(path: Path) -> str:
+    """``yolo.qdq`` of ``yolo.qdq.onnx``: the name the build steps derive their files from."""
+    return path.name[: -len(".onnx")] if path.name.endswith(".onnx") else path.stem
+
+
 def sha256_file(path: str | Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

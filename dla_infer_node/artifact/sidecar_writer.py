@@ -84,7 +84,7 @@ def find_metadata(model: Path, given: str | Path | None = None) -> Path:
     """``--metadata``, else ``<stem>.meta.yaml`` next to the model (suffixes like ``.fp16``/``.qdq`` off)."""
     if given:
         return Path(given)
-    stem = model.name[: -len(".onnx")] if model.name.endswith(".onnx") else model.stem
+    stem = onnx_facts.model_stem(model)
     tries = [model.with_name(stem + ".meta.yaml"), model.with_name(stem.split(".")[0] + ".meta.yaml")]
     for t in tries:
         if t.is_file():

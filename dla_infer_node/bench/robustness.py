@@ -15,22 +15,17 @@ import sys
 import time
 from typing import Any
 
-import numpy as np
-
 from dla_infer_node.bench import results_file
 from dla_infer_node.bench.heldout_scenes import CONDITIONS, HELDOUT_FIRST_SEED, heldout_scene
 
 
 def score_condition(detector: Any, condition: str, scenes: int, classes: int) -> dict[str, Any]:
     from dla_infer_node.cli.coco_map import coco_map
+    from dla_infer_node.cli.evaluate import detect_all
 
-    gts: list[tuple[np.ndarray, np.ndarray]] = []
-    dets: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    for i in range(scenes):
-        scene = heldout_scene(HELDOUT_FIRST_SEED + i, condition)
-        d = detector.detect(scene.image, "rgb8")
-        gts.append((scene.boxes, scene.class_ids))
-        dets.append((d.boxes, d.scores, d.class_ids))
+    frames = ((s.image, "rgb8", s.boxes, s.class_ids)
+              for s in (heldout_scene(HELDOUT_FIRST_SEED + i, condition) for i in range(scenes)))
+    gts, dets = detect_all(detector, frames)
     m50, m5095, _ = coco_map(gts, dets, classes)
     return {"scenes": scenes, "objects": int(sum(len(c) for _, c in gts)), "mAP50": round(m50, 4),
             "mAP50_95": round(m5095, 4)}
@@ -38,12 +33,12 @@ def score_condition(detector: Any, condition: str, scenes: int, classes: int) ->
 
 def measure(model: str, scenes: int) -> dict[str, Any]:
     from dla_infer_node.backends.factory import BackendSettings, open_backend
-    from dla_infer_node.core.pipeline import Detector
+    from dla_infer_node.cli.evaluate import evaluation_detector
 
     backend, meta = open_backend(BackendSettings(metadata_path=model))
     rows = {}
     t0 = time.perf_counter()
-    with Detector(backend, meta, 0.001, 0.6, max_detections=300) as detector:
+    with evaluation_detector(backend, meta) as detector:
         for condition in CONDITIONS:
             rows[condition] = score_condition(detector, condition, scenes, len(meta.classes))
             row = rows[condition]

@@ -79,6 +79,11 @@ def class_ap(gts: Sequence[Boxes], dets: Sequence[tuple[Boxes, np.ndarray]], max
     return out
 
 
+def class_aps(table: np.ndarray) -> list[tuple[float, float] | None]:
+    """Per class of a :func:`coco_map` table: (AP50, AP50:95), None for a class without ground truth."""
+    return [(float(row[0]), float(row.mean())) if row[0] > -1 else None for row in table]
+
+
 def coco_map(gts: Sequence[tuple[Boxes, np.ndarray]], dets: Sequence[tuple[Boxes, np.ndarray, np.ndarray]],
              num_classes: int, max_dets: int = 300) -> tuple[float, float, np.ndarray]:
     """mAP50, mAP50:95 and the (classes, thresholds) AP table (-1 rows: classes without ground truth).

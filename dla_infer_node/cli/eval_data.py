@@ -16,13 +16,11 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from dla_infer_node.core.errors import InputError, ParameterError
-
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
+from dla_infer_node.core.image_io import IMAGE_FILE_SUFFIXES, read_image_file
 
 
 @dataclass
@@ -111,15 +109,6 @@ def read_yolo_txt(label_dir: Path, stem: str, width: int, height: int, num_class
     return np.array(boxes, float).reshape(-1, 4), np.array(ids, int)
 
 
-def _read_image(path: Path) -> np.ndarray:
-    import cv2
-
-    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if image is None:
-        raise InputError("cannot read image", call="cv2.imread", params={"path": str(path)}, stage="evaluate")
-    return image
-
-
 def folder_frames(images: Path, labels: Path, classes: Sequence[str], notes: DatasetNotes
                   ) -> Iterator[LabelledFrame]:
     if not images.is_dir():
@@ -127,15 +116,17 @@ def folder_frames(images: Path, labels: Path, classes: Sequence[str], notes: Dat
     if labels.is_file():
         table = read_coco(labels, classes, notes)
         for file_name, (boxes, ids) in sorted(table.items()):
-            yield LabelledFrame(file_name, _read_image(images / file_name), "bgr8", boxes, ids)
+            image = read_image_file(images / file_name, stage="evaluate")
+            yield LabelledFrame(file_name, image, "bgr8", boxes, ids)
         return
     if not labels.is_dir():
         raise _bad_labels(labels, "not found")
-    files = sorted(p for p in images.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    files = sorted(p for p in images.iterdir() if p.suffix.lower() in IMAGE_FILE_SUFFIXES)
     if not files:
-        raise ParameterError("--images", str(images), f"a folder holding {'/'.join(IMAGE_SUFFIXES)} files")
+        raise ParameterError("--images", str(images),
+                             f"a folder holding {'/'.join(IMAGE_FILE_SUFFIXES)} files")
     for f in files:
-        image = _read_image(f)
+        image = read_image_file(f, stage="evaluate")
         boxes, ids = read_yolo_txt(labels, f.stem, image.shape[1], image.shape[0], len(classes))
         yield LabelledFrame(f.name, image, "bgr8", boxes, ids)
 
@@ -146,24 +137,10 @@ def stamp_name(sec: int, nanosec: int) -> str:
 
 def bag_frames(bag: Path, topic: str, labels: Path, classes: Sequence[str], notes: DatasetNotes
                ) -> Iterator[LabelledFrame]:
-    from dla_infer_node.bags.bag_io import BagReader
-    from dla_infer_node.core import cdr_image
-    from dla_infer_node.core.image_io import decode_compressed, image_from_fields
+    from dla_infer_node.bags.bag_frames import image_frames
 
     table = read_coco(labels, classes, notes)
-    reader = BagReader(bag)
-    info = reader.topics.get(topic)
-    if info is None or not info.type.startswith("sensor_msgs/msg/"):
-        raise ParameterError("--topic", topic, f"an Image or CompressedImage topic of {bag}")
-    image: Any
-    for msg in reader.messages([topic]):
-        if msg.type.endswith("CompressedImage"):
-            c = cdr_image.parse_compressed(msg.data)
-            header, (image, encoding) = c.header, decode_compressed(c.data, stage="evaluate")
-        else:
-            f = cdr_image.parse_image(msg.data)
-            header, encoding = f.header, f.encoding
-            image = image_from_fields(f.encoding, f.height, f.width, f.step, f.data, stage="evaluate")
+    for image, encoding, header in image_frames(bag, topic, "evaluate"):
         name = stamp_name(header.sec, header.nanosec)
         if name not in table:
             notes.unlabelled_frames += 1

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,29 +49,48 @@ def coco_map(gts: Sequence[tuple[np.ndarray, np.ndarray]],
     """COCO mAP@0.5 and mAP@0.5:0.95 (``cli.coco_map``: what pycocotools' COCOeval gives, up to 300
     detections per image). ``gts[i]`` = (boxes xyxy, class_ids) of image i; ``dets[i]`` = (boxes xyxy,
     scores, class_ids). Per class: AP50:95, 0.0 for a class without ground truth."""
+    from dla_infer_node.cli.coco_map import class_aps
     from dla_infer_node.cli.coco_map import coco_map as package_map
 
     m50, m5095, table = package_map(gts, dets, len(classes))
-    per_class = {name: float(table[k].mean()) if table[k, 0] > -1 else 0.0 for k, name in enumerate(classes)}
+    per_class = {name: ap[1] if ap else 0.0 for name, ap in zip(classes, class_aps(table), strict=True)}
     return m50, m5095, per_class
+
+
+def evaluation_detector(backend: Any, meta: Any, conf_threshold: float = 0.001, iou_threshold: float = 0.6
+                        ) -> Any:
+    """The Detector every accuracy measurement runs: the mAP setting (conf 0.001, up to 300 detections)."""
+    from dla_infer_node.core.pipeline import Detector
+
+    return Detector(backend, meta, conf_threshold, iou_threshold, max_detections=300)
+
+
+Labelled = tuple[np.ndarray, str, np.ndarray, np.ndarray]  # image, encoding, boxes xyxy, class ids
+Truth = tuple[np.ndarray, np.ndarray]  # boxes xyxy, class ids
+Found = tuple[np.ndarray, np.ndarray, np.ndarray]  # boxes xyxy (source pixels), scores, class ids
+
+
+def detect_all(detector: Any, frames: Iterable[Labelled]) -> tuple[list[Truth], list[Found]]:
+    """Ground truth and detections (boxes in source pixels) of labelled frames, through an open Detector."""
+    gts: list[Truth] = []
+    dets: list[Found] = []
+    for image, encoding, boxes, class_ids in frames:
+        d = detector.detect(image, encoding)
+        gts.append((boxes, class_ids))
+        dets.append((d.boxes, d.scores, d.class_ids))
+    return gts, dets
 
 
 def collect(backend: Any, meta: Any, scenes: int, first_seed: int = EVAL_FIRST_SEED, width: int = 640,
             height: int = 480, conf_threshold: float = 0.001, iou_threshold: float = 0.6
-            ) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
-    """Ground truth and detections (boxes in source pixels) of an opened backend on ``scenes`` scenes."""
-    from dla_infer_node.core.pipeline import Detector
+            ) -> tuple[list[Truth], list[Found]]:
+    """Ground truth and detections of an opened backend on ``scenes`` generated scenes."""
     from dla_infer_node.core.synth import generate_scene
 
-    gts: list[tuple[np.ndarray, np.ndarray]] = []
-    dets: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    with Detector(backend, meta, conf_threshold, iou_threshold, max_detections=300) as detector:
-        for seed in range(first_seed, first_seed + scenes):
-            scene = generate_scene(seed, width, height)
-            d = detector.detect(scene.image, "rgb8")
-            gts.append((scene.boxes, scene.class_ids))
-            dets.append((d.boxes, d.scores, d.class_ids))
-    return gts, dets
+    scenes_drawn = (generate_scene(seed, width, height) for seed in range(first_seed, first_seed + scenes))
+    scene_frames = ((s.image, "rgb8", s.boxes, s.class_ids) for s in scenes_drawn)
+    with evaluation_detector(backend, meta, conf_threshold, iou_threshold) as detector:
+        return detect_all(detector, scene_frames)
 
 
 def score(gts: Sequence[tuple[np.ndarray, np.ndarray]],

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from dla_infer_node.cli.eval_data import DatasetNotes, LabelledFrame, bag_frames, folder_frames
+from dla_infer_node.cli.eval_data import DatasetNotes, bag_frames, folder_frames
 from dla_infer_node.core.errors import ParameterError
 
 
@@ -67,26 +67,21 @@ def frames_of(args: argparse.Namespace, classes: tuple[str, ...], notes: Dataset
 def run(args: argparse.Namespace, settings: Any) -> DatasetResult:
     """Open the backend as the node does, detect on every labelled frame, score."""
     from dla_infer_node.backends.factory import open_backend
-    from dla_infer_node.cli.coco_map import coco_map
-    from dla_infer_node.core.pipeline import Detector
+    from dla_infer_node.cli.coco_map import class_aps, coco_map
+    from dla_infer_node.cli.evaluate import detect_all, evaluation_detector
 
     opened, meta = open_backend(settings)
     notes = DatasetNotes()
     source, frames = frames_of(args, meta.classes, notes)
-    gts: list[tuple[np.ndarray, np.ndarray]] = []
-    dets: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    frame: LabelledFrame
-    with Detector(opened, meta, 0.001, 0.6, max_detections=300) as detector:
-        for frame in frames:
-            d = detector.detect(frame.image, frame.encoding)
-            gts.append((frame.boxes, frame.class_ids))
-            dets.append((d.boxes, d.scores, d.class_ids))
+    with evaluation_detector(opened, meta) as detector:
+        gts, dets = detect_all(detector, ((f.image, f.encoding, f.boxes, f.class_ids) for f in frames))
     if not gts:
         raise ParameterError("--labels", args.labels, "labels for at least one frame of the data")
     m50, m5095, table = coco_map(gts, dets, len(meta.classes))
     counts = np.bincount(np.concatenate([c for _, c in gts]).astype(int), minlength=len(meta.classes))
-    ap50 = {n: (float(table[k, 0]) if table[k, 0] > -1 else None) for k, n in enumerate(meta.classes)}
-    ap = {n: (float(table[k].mean()) if table[k, 0] > -1 else None) for k, n in enumerate(meta.classes)}
+    aps = class_aps(table)
+    ap50 = {n: ap[0] if ap else None for n, ap in zip(meta.classes, aps, strict=True)}
+    ap = {n: ap[1] if ap else None for n, ap in zip(meta.classes, aps, strict=True)}
     return DatasetResult(source, len(gts), {n: int(counts[k]) for k, n in enumerate(meta.classes)}, ap50, ap,
                          m50, m5095, notes.lines())
 

@@ -8,11 +8,13 @@ of the message buffer: rows are addressed through ``step``, so row padding costs
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
 
+from dla_infer_node.core import cdr_image
 from dla_infer_node.core.codec_stderr import CODEC_STDERR
 from dla_infer_node.core.errors import InputError
 from dla_infer_node.core.image_header import check_compressed_size
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
 DEFAULT_MAX_INPUT_PIXELS = 8192 * 8192 // 4
 # encoding -> channels; all are 8 bits per channel, so is_bigendian never changes the byte order
 ENCODINGS: dict[str, int] = {"rgb8": 3, "bgr8": 3, "rgba8": 4, "bgra8": 4, "mono8": 1}
+# image files the tools read from a folder (calibration, evaluation on your own data)
+IMAGE_FILE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
 # encoding -> source channel index of (R, G, B); mono repeats its one channel
 RGB_INDEX: dict[str, tuple[int, int, int]] = {
     "rgb8": (0, 1, 2), "bgr8": (2, 1, 0), "rgba8": (0, 1, 2), "bgra8": (2, 1, 0), "mono8": (0, 0, 0),
@@ -140,6 +144,30 @@ def decode_compressed(data: Any, stage: str = "input",
         raise InputError("cannot decode compressed image (not JPEG/PNG or corrupt)", call="cv2.imdecode",
                          params={"bytes": int(buf.size), "head": bytes(buf[:8]).hex()}, stage=stage)
     return image, "bgr8"
+
+
+def frame_from_cdr(raw: bytes | bytearray | memoryview, compressed: bool,
+                   max_pixels: int = DEFAULT_MAX_INPUT_PIXELS, stage: str = "input"
+                   ) -> tuple[np.ndarray, str, cdr_image.StampedHeader]:
+    """Frame, encoding and header of a serialized Image (or CompressedImage), read in place (a raw frame is
+    a zero-copy view into ``raw``). :class:`cdr_image.UnsupportedEncoding` for a buffer that is not plain
+    CDR, InputError for anything unusable. The node, calibration and evaluation all read frames so."""
+    if compressed:
+        c = cdr_image.parse_compressed(raw)
+        frame, encoding = decode_compressed(c.data, stage=stage, max_pixels=max_pixels)
+        return frame, encoding, c.header
+    f = cdr_image.parse_image(raw)
+    view = image_from_fields(f.encoding, f.height, f.width, f.step, f.data, f.is_bigendian, stage=stage)
+    return view, f.encoding, f.header
+
+
+def read_image_file(path: Path, stage: str = "input") -> np.ndarray:
+    """A bgr8 image file (cv2.imread); InputError naming the file when it cannot be read."""
+    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if image is None:  # a file that was asked for is named, never silently skipped
+        raise InputError("cannot read image (not an image, or corrupt)", call="cv2.imread",
+                         params={"path": str(path)}, stage=stage)
+    return image
 
 
 def to_bgr8(image: np.ndarray, encoding: str) -> np.ndarray:

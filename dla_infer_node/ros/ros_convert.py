@@ -31,6 +31,7 @@ from dla_infer_node.core.image_io import (
     DEFAULT_MAX_INPUT_PIXELS,
     decode_compressed,
     fields_from_bgr8,
+    frame_from_cdr,
     image_from_fields,
 )
 
@@ -63,13 +64,8 @@ def frame_from_serialized(raw: bytes, compressed: bool, max_pixels: int = DEFAUL
     The raw frame is a zero-copy view into ``raw``. Raises :class:`cdr_image.UnsupportedEncoding` for a
     buffer that is not plain CDR (deserialize it instead) and InputError for anything unusable.
     """
-    if compressed:
-        c = cdr_image.parse_compressed(raw)
-        frame, encoding = decode_compressed(c.data, max_pixels=max_pixels)
-        return frame, encoding, header_from_fields(c.header)
-    f = cdr_image.parse_image(raw)
-    view = image_from_fields(f.encoding, f.height, f.width, f.step, f.data, f.is_bigendian)
-    return view, f.encoding, header_from_fields(f.header)
+    frame, encoding, header = frame_from_cdr(raw, compressed, max_pixels)
+    return frame, encoding, header_from_fields(header)
 
 
 def header_from_fields(fields: cdr_image.StampedHeader) -> Header:
