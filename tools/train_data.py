@@ -10,6 +10,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import torch
+from train_scenes import broad_scene
 
 from dla_infer_node.core.synth import generate_scene
 
@@ -30,7 +31,10 @@ CROP_ON_OBJECT = 0.0         # share of crops centred (with jitter) on a random 
 IGNORE_CUT = True
 NO_IGNORE = np.zeros((0, 6), np.float32)
 PAD_VALUE = 114
-TRAIN_OBJECTS = (5, 16)  # object-count range of training scenes
+TRAIN_OBJECTS = (5, 16)  # object-count range of training scenes drawn by core.synth
+# share of training scenes drawn by train_scenes.broad_scene (sizes up to 95 % of the frame, outlines,
+# backgrounds and camera effects core.synth does not vary); the rest are core.synth's (--broad)
+BROAD_SHARE = 0.7
 # scene sizes drawn during training (mostly the default 640x480; a few others so letterboxing varies)
 SIZES = [(640, 480)] * 6 + [(480, 480), (640, 360), (720, 540), (400, 300)]
 
@@ -56,8 +60,10 @@ def make_sample_u8(seed: int, train: bool = True) -> tuple[np.ndarray, np.ndarra
     size_rng = np.random.default_rng(seed + 7_777_777)
     w, h = SIZES[int(size_rng.integers(0, len(SIZES)))]
     zoom = float(size_rng.uniform(*ZOOM)) if train else 1.0
-    # denser than the default scenes: more supervised objects per unit of (scarce) CPU time
-    s = generate_scene(seed, w, h, min_objects=TRAIN_OBJECTS[0], max_objects=TRAIN_OBJECTS[1])
+    if size_rng.random() < BROAD_SHARE:
+        s = broad_scene(seed)
+    else:  # denser than the default scenes: more supervised objects per unit of (scarce) CPU time
+        s = generate_scene(seed, w, h, min_objects=TRAIN_OBJECTS[0], max_objects=TRAIN_OBJECTS[1])
     canvas, scale, px, py = letterbox(s.image, max(1, round(INPUT_W * zoom)), max(1, round(INPUT_H * zoom)))
     b = s.boxes * scale + np.array([px, py, px, py], np.float32)
     t = np.stack([s.class_ids.astype(np.float32), (b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2,

@@ -68,6 +68,8 @@ def main() -> None:
                     help="every N-th batch holds --big-batch windows of --big-crop instead (0: never)")
     ap.add_argument("--big-crop", default="480x384")
     ap.add_argument("--big-batch", type=int, default=data.BIG_BATCH)
+    ap.add_argument("--broad", type=float, default=data.BROAD_SHARE,
+                    help="share of training scenes from train_scenes.broad_scene (the rest: core.synth)")
     ap.add_argument("--crop-on-object", type=float, default=data.CROP_ON_OBJECT,
                     help="share of training crops centred on a random object (the rest are uniform)")
     ap.add_argument("--ignore-cut", action=argparse.BooleanOptionalAction, default=data.IGNORE_CUT,
@@ -99,6 +101,7 @@ def main() -> None:
     ap.add_argument("--resume", action="store_true")
     args = ap.parse_args()
     data.CROP_ON_OBJECT = args.crop_on_object
+    data.BROAD_SHARE = args.broad
     data.IGNORE_CUT = args.ignore_cut
     data.BIG_EVERY, data.BIG_BATCH = args.big_every, args.big_batch
     bw, bh = (int(v) for v in args.big_crop.lower().split("x"))
@@ -180,6 +183,9 @@ def main() -> None:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
             outs = model(imgs)
         loss, parts = crit(tuple(o.float() for o in outs), tg, ign)  # the loss (CIoU, BCE) in float32
+        # the loss sums over images; a batch of fewer, larger windows (--big-batch) holds as many pixels as
+        # a regular one, so it weighs as much as one: scaled to --batch images
+        loss = loss * (args.batch / imgs.shape[0])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
@@ -194,7 +200,8 @@ def main() -> None:
                     v.copy_(msd[k])
         if it % 20 == 0 or it == plan - 1:
             el = time.time() - t_start
-            print(f"it {it} lr {lr:.5f} loss {float(loss):.3f} box {parts[0]:.4f} obj {parts[1]:.4f} "
+            print(f"it {it} lr {lr:.5f} loss {float(loss.detach()):.3f} box {parts[0]:.4f} "
+                  f"obj {parts[1]:.4f} "
                   f"cls {parts[2]:.4f} elapsed {el:.0f}s", flush=True)
         if (it + 1) % 200 == 0:
             torch.save({"model": model.state_dict(), "ema": ema.state_dict(), "opt": opt.state_dict(),
@@ -246,7 +253,8 @@ def export(ema: torch.nn.Module, anchors: np.ndarray, args: argparse.Namespace, 
                      "stem": args.stem, "stem_channels": args.stem_channels, "p2": args.p2,
                      "width": args.width, "box_weight": args.box_weight,
                      "small_ref": args.small_ref, "crop": [data.CROP_W, data.CROP_H],
-                     "zoom": list(data.ZOOM), "crop_on_object": data.CROP_ON_OBJECT,
+                     "zoom": list(data.ZOOM), "broad_share": data.BROAD_SHARE,
+                     "crop_on_object": data.CROP_ON_OBJECT,
                      "ignore_cut": data.IGNORE_CUT, "big_every": data.BIG_EVERY,
                      "big_crop": list(data.BIG_CROP), "big_batch": data.BIG_BATCH,
                      "batch": args.batch, "fresh_per_batch": args.fresh, "precision": args.precision,
