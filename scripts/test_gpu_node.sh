@@ -18,6 +18,9 @@ VENV="${DLA_GPU_NODE_VENV:-$PWD/build/gpu-node-venv}"
 # --no-deps: the carried set is complete for the node (its pins are requirements/ros.txt's)
 "$VENV/bin/python" -m pip install -q --no-index --no-deps "$WHEELS"/*.whl
 SITE="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+# python3 may itself be a venv's (its packages then are not the base interpreter's "system site"): the
+# venv sees every directory on python3's own path, after its own site-packages
+"$PY" -c 'import os, sys; print("\n".join(p for p in sys.path if p and os.path.isdir(p)))' > "$SITE/outer_python_path.pth"
 cp scripts/venv_hook.py "$SITE/_dla_infer_node_env.py"
 echo "import _dla_infer_node_env; _dla_infer_node_env.activate(r'$IFACE')" > "$SITE/dla_infer_node_env.pth"
 

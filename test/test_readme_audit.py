@@ -21,6 +21,7 @@ RUN_BY = {
     ("models/README.md", "### 2. Compile"): ["test_models_guide.py"],
     ("models/README.md", "### 3. Doctor, on the robot"): ["test_models_guide.py"],
     ("models/README.md", "### 4. Launch"): ["test_models_guide_launch.py"],
+    ("README.md", "### The node on a GPU machine"): ["test_gpu_node_carry.py"],
 }
 NOT_RUN_HERE = {
     ("README.md", "## On a robot"):
