@@ -82,8 +82,9 @@ def test_node_with_cudla_backend_answers_a_replayed_bag(tmp_path: Path) -> None:
         # 5 Hz: the node answers the newest frame and drops older ones while busy (by design), and the
         # emulated network runs ONNX Runtime in the host step, slower than a DLA; at 20 Hz the H200 run of
         # 2026-12-05 answered 45 of 60 frames, at 5 Hz all of them
-        replay = subprocess.run([sys.executable, "-m", "dla_infer_node.bags.replay", str(bag), "--rate", "0.5",
-                                 "--wait-subscribers", "1", "--no-progress"], cwd=ROOT, env=e,
+        replay = subprocess.run([sys.executable, "-m", "dla_infer_node.bags.replay", str(bag),
+                                 "--rate", "0.5", "--wait-subscribers", "1", "--no-progress"],
+                                cwd=ROOT, env=e,
                                 capture_output=True, text=True, timeout=240)
         assert replay.returncode == 0, replay.stderr
         assert capture.wait(120) == 0, capture.stderr.read().decode() if capture.stderr else ""
