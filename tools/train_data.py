@@ -34,7 +34,7 @@ PAD_VALUE = 114
 TRAIN_OBJECTS = (5, 16)  # object-count range of training scenes drawn by core.synth
 # share of training scenes drawn by train_scenes.broad_scene (sizes up to 95 % of the frame, outlines,
 # backgrounds and camera effects core.synth does not vary); the rest are core.synth's (--broad)
-BROAD_SHARE = 0.7
+BROAD_SHARE = 0.6
 # scene sizes drawn during training (mostly the default 640x480; a few others so letterboxing varies)
 SIZES = [(640, 480)] * 6 + [(480, 480), (640, 360), (720, 540), (400, 300)]
 

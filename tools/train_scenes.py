@@ -6,7 +6,8 @@ drawn here vary, per scene or per object:
 
 * object size: longest side from ~10 px up to 95 % of the frame's short side, in three regimes (many small
   and medium objects / all sizes / one to three large ones), so large objects are common, not a tail;
-* style: filled (flat or shaded) or outlined with line widths 1-9 px; class proportions jittered (star
+* style: filled (flat or shaded) or outlined with line widths 1-9 px (at most a tenth of the object's
+  side: a thicker outline would turn a circle into a ring); class proportions jittered (star
   depth, cross arm width, ring hole, arrow head) so no one drawing of a class is learnt by heart;
 * rotation, partial occlusion (a later object may hide up to 35 % of an earlier one's box) and truncation
   at the frame edge (at least 60 % of the box inside);
@@ -32,6 +33,7 @@ FRAME_SIZES = [(640, 480)] * 5 + [(640, 360), (800, 450), (480, 640), (360, 640)
 MAX_HIDDEN = 0.35   # share of an earlier object's box a later one may cover
 MIN_INSIDE = 0.6    # share of an object's box inside the frame
 _SHIFT = 3          # fixed-point bits for sub-pixel outlines
+OUTLINE_SHARE = 10  # an outline's line width is at most side / OUTLINE_SHARE (and at least 1 px)
 
 
 def _ring_points(n: int, r: float = 1.0, phase: float = 0.0) -> np.ndarray:
@@ -124,9 +126,9 @@ def _size_regime(rng: np.random.Generator, short: int) -> tuple[float, float, in
     """(min side, max side, min count, max count) of one scene's objects; sides are drawn log-uniform,
     except in the large regime (min count 1), where they are uniform: more of the very largest."""
     r = rng.random()
-    if r < 0.3:
+    if r < 0.25:
         return 10.0, 0.22 * short, 4, 14
-    if r < 0.6:
+    if r < 0.55:
         return 10.0, 0.95 * short, 2, 8
     # large objects get their own, most common regime: at the deployed scale only the larger training
     # windows (train_data.BIG_CROP) hold them, so they are scarce in what a step sees
@@ -224,8 +226,9 @@ def broad_scene(seed: int) -> Scene:
         unit = [p * stretch @ rot.T for p in _unit_polygons(rng, CLASS_NAMES[cls])]
         half = float(np.abs(unit[0]).max())
         outlined = rng.random() < 0.45
-        lw = int(rng.integers(1, 10)) if outlined else 0
-        lw = min(lw, max(1, round(side / 4))) if outlined else 0  # thick lines on small shapes: near-solid
+        # a line at most a tenth of the side: a thicker outline is another class's drawing (an outlined
+        # circle with a band a fifth of its radius or more is a ring; a small outlined hexagon, a blob)
+        lw = min(int(rng.integers(1, 10)), max(1, round(side / OUTLINE_SHARE))) if outlined else 0
         scale = side / (2 * half)
         # centres that leave at most ~30 % of the object outside: a large object fits the frame too
         cx, cy = (rng.uniform(min(0.2 * side, n / 2), max(n - 0.2 * side, n / 2)) for n in (w, h))

@@ -5,7 +5,7 @@ does not vary the same way, so a score here says how the detector holds up away 
 
 A condition fixes one factor and draws the others from their full range:
   size    small (longest side 12-32 px), medium (32-96 px), large (96 px to 90 % of the frame height)
-  style   filled, outlined (line width 2-6 px)
+  style   filled, outlined (line width 2-6 px, at most a tenth of the object's side and at least 1 px)
   background  flat, gradient, noise (blurred noise texture)
 Objects lie wholly inside the frame and do not overlap; the box is the tight box of what is drawn.
 Seeds start at 50,000,000 (training: below 1e6; evaluate: 1e7+; tests: 2e7+; calibration: 3e7+).
@@ -141,7 +141,9 @@ def heldout_scene(seed: int, condition: str = "all", width: int = 640, height: i
         side = math.exp(rng.uniform(math.log(lo), math.log(hi)))
         half = side / 2
         outlined = (fixed.get("style") or ("outlined" if rng.uniform() < 0.5 else "filled")) == "outlined"
-        lw = int(rng.integers(2, 7))
+        # at most a tenth of the side: a thicker outline is no longer a circle (but a ring's band) or a
+        # hexagon (but a blob), so its label would be wrong, not hard
+        lw = min(int(rng.integers(2, 7)), max(1, round(side / 10)))
         for _try in range(40):
             cx, cy = rng.uniform(half + lw, width - half - lw), rng.uniform(half + lw, height - half - lw)
             box = np.array([cx - half - lw, cy - half - lw, cx + half + lw, cy + half + lw])
