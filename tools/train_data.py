@@ -21,9 +21,9 @@ INPUT_W, INPUT_H = 640, 512  # deployed network input; --input changes it (modul
 CROP_W, CROP_H = 320, 256    # training crop (--crop): what one step sees
 ZOOM = (0.5, 1.05)           # training scenes are letterboxed at the deployed scale times U[ZOOM] (--zoom)
 CROP_KEEP = 0.6              # a box cut by a crop stays labelled with at least this share of its area inside
-BIG_EVERY = 0                # every N-th batch: BIG_BATCH windows of BIG_CROP (large objects fit); 0: off
-BIG_CROP = (480, 384)
-BIG_BATCH = 4
+BIG_EVERY = 2                # every N-th batch: BIG_BATCH windows of BIG_CROP (large objects fit); 0: off
+BIG_CROP = (640, 512)
+BIG_BATCH = 2
 CROP_ON_OBJECT = 0.0         # share of crops centred (with jitter) on a random object (tried: not better)
 # Objects cut below CROP_KEEP are unlabelled yet visible in the window; without IGNORE_CUT their cells are
 # trained as background, which teaches the network to suppress large objects (they are the ones most often

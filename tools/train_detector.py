@@ -55,7 +55,7 @@ def git_revision() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--iters", type=int, default=11800)
+    ap.add_argument("--iters", type=int, default=30000)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--fresh", type=int, default=2,
                     help="new scenes per batch; the rest of the batch replays mirrored recent scenes")
@@ -66,7 +66,7 @@ def main() -> None:
                          "trains on whole letterboxed scenes")
     ap.add_argument("--big-every", type=int, default=data.BIG_EVERY,
                     help="every N-th batch holds --big-batch windows of --big-crop instead (0: never)")
-    ap.add_argument("--big-crop", default="480x384")
+    ap.add_argument("--big-crop", default="x".join(str(v) for v in data.BIG_CROP))
     ap.add_argument("--big-batch", type=int, default=data.BIG_BATCH)
     ap.add_argument("--broad", type=float, default=data.BROAD_SHARE,
                     help="share of training scenes from train_scenes.broad_scene (the rest: core.synth)")
@@ -85,7 +85,7 @@ def main() -> None:
     ap.add_argument("--small-ref", type=float, default=32.0,
                     help="weight box/class loss of objects under this many input px by ref/size (0: off)")
     ap.add_argument("--p2", action="store_true", help="add a fourth head at stride = stem (small objects)")
-    ap.add_argument("--time-budget", type=float, default=1680.0,
+    ap.add_argument("--time-budget", type=float, default=3150.0,
                     help="wall seconds; a machine too slow for --iters shortens the plan once, at "
                          "iteration 300, to end inside it (recorded in meta); also a hard stop")
     ap.add_argument("--stop-at", type=int, default=None,
@@ -93,9 +93,10 @@ def main() -> None:
                          "a run the time budget stopped (its metadata records both numbers)")
     ap.add_argument("--lr", type=float, default=2.5e-3)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--precision", choices=("bf16", "fp32"), default="bf16",
-                    help="forward/backward under bfloat16 autocast (weights, loss and EMA stay float32); "
-                         "0.07 s instead of 0.11 s per step on an AVX512-BF16 CPU; fp32 on one without")
+    ap.add_argument("--precision", choices=("bf16", "fp32"), default="fp32",
+                    help="bf16: forward/backward under bfloat16 autocast (weights, loss and EMA stay float32), "
+                         "faster on a CPU with native bf16 (AVX512-BF16/AMX), about 7x slower on one without "
+                         "(AVX2 only); the shipped model is fp32")
     ap.add_argument("--out", type=Path, default=ROOT / "models")
     ap.add_argument("--ckpt", type=Path, default=None, help="checkpoint file (saved every 200 iters)")
     ap.add_argument("--resume", action="store_true")
