@@ -51,13 +51,10 @@ def _node_argv(line: str) -> list[str]:
 
 
 def _shm_segments(pid: int) -> dict[str, int]:
-    """/dev/shm/fastdds_* files the process maps, with their sizes."""
-    found = {}
-    for entry in Path(f"/proc/{pid}/map_files").iterdir():
-        target = os.readlink(entry)
-        if target.startswith(("/dev/shm/fastdds_", "/dev/shm/fastrtps_")) and os.path.exists(target):
-            found[target] = os.stat(target).st_size
-    return found
+    """Fast DDS shared-memory files the process maps, with their sizes."""
+    from dla_infer_node.bench.transport_roles import mapped_shm
+
+    return {path: os.stat(path).st_size for path in mapped_shm(pid) if os.path.exists(path)}
 
 
 def _run_node(line: str, env: dict[str, str], tmp_path: Path, until: Any) -> tuple[Any, dict[str, int]]:

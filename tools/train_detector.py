@@ -94,9 +94,9 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=2.5e-3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--precision", choices=("bf16", "fp32"), default="fp32",
-                    help="bf16: forward/backward under bfloat16 autocast (weights, loss and EMA stay float32), "
-                         "faster on a CPU with native bf16 (AVX512-BF16/AMX), about 7x slower on one without "
-                         "(AVX2 only); the shipped model is fp32")
+                    help="bf16: forward/backward under bfloat16 autocast (weights, loss and EMA stay "
+                         "float32), faster on a CPU with native bf16 (AVX512-BF16/AMX), about 7x slower on "
+                         "one without (AVX2 only); the shipped model is fp32")
     ap.add_argument("--out", type=Path, default=ROOT / "models")
     ap.add_argument("--ckpt", type=Path, default=None, help="checkpoint file (saved every 200 iters)")
     ap.add_argument("--resume", action="store_true")

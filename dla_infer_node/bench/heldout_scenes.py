@@ -68,6 +68,13 @@ def _unit_shape(name: str) -> np.ndarray:
     raise ValueError(name)
 
 
+def outline_width(drawn: int, side: float) -> int:
+    """The line width of an outline: the drawn 2-6 px, but at most a tenth of the object's side (at least
+    1 px). A thicker outline is no longer its class: a circle's band becomes a ring's, a small hexagon a
+    blob, so its label would be wrong, not hard."""
+    return min(drawn, max(1, round(side / 10)))
+
+
 def _background(rng: np.random.Generator, kind: str, h: int, w: int) -> np.ndarray:
     if kind == "flat":
         return np.full((h, w, 3), rng.integers(0, 256, 3), np.uint8)
@@ -100,22 +107,23 @@ def _contrasting(rng: np.random.Generator, under: np.ndarray) -> np.ndarray:
     return np.where(mean > 127, 0, 255).astype(np.int64)
 
 
-def _draw(img: np.ndarray, name: str, cx: float, cy: float, half: float, th: float, outlined: bool,
+def draw_object(img: np.ndarray, name: str, cx: float, cy: float, half: float, th: float, outlined: bool,
           width: int, color: tuple[int, ...]) -> np.ndarray:
-    """Draws one object; returns its tight box."""
+    """Draws one object; returns its tight box. OpenCV puts integer coordinates at pixel centres, the
+    boxes (as everywhere in the package) have pixel (i, j) covering [i, i+1) x [j, j+1): hence the 0.5."""
     if name in ("circle", "ring"):
-        r = round(half)
-        if name == "circle" and not outlined:
-            cv2.circle(img, (int(cx), int(cy)), r, color, -1, cv2.LINE_AA)
-        elif name == "circle":
-            cv2.circle(img, (int(cx), int(cy)), r, color, width, cv2.LINE_AA)
+        r, centre = round(half), (int(cx), int(cy))
+        if name == "circle":
+            cv2.circle(img, centre, r, color, width if outlined else -1, cv2.LINE_AA)
+            e = r + (width / 2 if outlined else 0.0)
         else:  # a ring: a thick annulus, or two concentric outlines
             thick = max(2, round(0.4 * r)) if not outlined else width
-            cv2.circle(img, (int(cx), int(cy)), r - thick // 2, color, thick, cv2.LINE_AA)
+            cv2.circle(img, centre, r - thick // 2, color, thick, cv2.LINE_AA)
             if outlined:
-                cv2.circle(img, (int(cx), int(cy)), int(0.55 * r), color, width, cv2.LINE_AA)
-        e = r + (width / 2 if outlined and name == "circle" else 0)
-        return np.array([cx - e, cy - e, cx + e, cy + e])
+                cv2.circle(img, centre, int(0.55 * r), color, width, cv2.LINE_AA)
+            e = r - thick // 2 + thick / 2
+        x, y = centre[0] + 0.5, centre[1] + 0.5
+        return np.array([x - e, y - e, x + e, y + e])
     rot = np.array([[math.cos(th), -math.sin(th)], [math.sin(th), math.cos(th)]])
     pts = _unit_shape(name) * half @ rot.T + np.array([cx, cy])
     poly = np.round(pts).astype(np.int32).reshape(-1, 1, 2)
@@ -124,7 +132,8 @@ def _draw(img: np.ndarray, name: str, cx: float, cy: float, half: float, th: flo
     else:
         cv2.fillPoly(img, [poly], color, cv2.LINE_AA)
     grow = width / 2 if outlined else 0.0
-    return np.array([*(pts.min(axis=0) - grow), *(pts.max(axis=0) + grow)])
+    drawn = poly.reshape(-1, 2) + 0.5
+    return np.array([*(drawn.min(axis=0) - grow), *(drawn.max(axis=0) + grow)])
 
 
 def heldout_scene(seed: int, condition: str = "all", width: int = 640, height: int = 480) -> HeldoutScene:
@@ -141,9 +150,7 @@ def heldout_scene(seed: int, condition: str = "all", width: int = 640, height: i
         side = math.exp(rng.uniform(math.log(lo), math.log(hi)))
         half = side / 2
         outlined = (fixed.get("style") or ("outlined" if rng.uniform() < 0.5 else "filled")) == "outlined"
-        # at most a tenth of the side: a thicker outline is no longer a circle (but a ring's band) or a
-        # hexagon (but a blob), so its label would be wrong, not hard
-        lw = min(int(rng.integers(2, 7)), max(1, round(side / 10)))
+        lw = outline_width(int(rng.integers(2, 7)), side)
         for _try in range(40):
             cx, cy = rng.uniform(half + lw, width - half - lw), rng.uniform(half + lw, height - half - lw)
             box = np.array([cx - half - lw, cy - half - lw, cx + half + lw, cy + half + lw])
@@ -154,7 +161,8 @@ def heldout_scene(seed: int, condition: str = "all", width: int = 640, height: i
         y0, y1 = int(max(cy - half, 0)), int(min(cy + half, height))
         x0, x1 = int(max(cx - half, 0)), int(min(cx + half, width))
         color = tuple(int(v) for v in _contrasting(rng, img[y0:y1 + 1, x0:x1 + 1]))
-        drawn = _draw(img, CLASS_NAMES[cls], cx, cy, half, rng.uniform(0, 2 * math.pi), outlined, lw, color)
+        turn = rng.uniform(0, 2 * math.pi)
+        drawn = draw_object(img, CLASS_NAMES[cls], cx, cy, half, turn, outlined, lw, color)
         boxes.append(np.clip(drawn, 0, [width, height, width, height]))
         ids.append(cls)
     return HeldoutScene(img, np.array(boxes, np.float32).reshape(-1, 4), np.array(ids, np.int64))

@@ -1,18 +1,23 @@
 """How the detector holds up away from its training data (issue 20), not a test:
-``python -m dla_infer_node.bench.robustness [--scenes 100] [--model META] [--out FILE] [--table]``.
+``python -m dla_infer_node.bench.robustness [--scenes 100] [--model META] [--out FILE]`` or
+``... --table [--before FILE]``.
 
 Runs the package pipeline (ONNX Runtime CPU, conf 0.001, NMS IoU 0.6, as ``evaluate``) on the held-out
 scenes of ``bench.heldout_scenes``, one set per condition (object size, filled/outlined, background kind,
 and all mixed), and scores COCO mAP per set. Default output: bench/results/robustness.json; ``--table``
-prints the markdown table models/README.md shows, from that file.
+prints the markdown table models/README.md shows, from that file, and ``--before`` puts the figures of an
+earlier model on the same scenes beside them (the README's before/after table: the model shipped before
+issue 20's retraining is in bench/results/robustness_before.json).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from dla_infer_node.bench import results_file
@@ -51,12 +56,26 @@ def measure(model: str, scenes: int) -> dict[str, Any]:
             "host": {"python": platform.python_version(), "machine": platform.machine()}}
 
 
-def table(doc: dict[str, Any]) -> str:
-    out = [f"| held-out set ({doc['scenes_per_condition']} scenes each) | objects | mAP50 | mAP50:95 |",
-           "| --- | --- | --- | --- |"]
+def table(doc: dict[str, Any], before: dict[str, Any] | None = None) -> str:
+    """The README table of one result file; with ``before`` (an earlier model's file on the same scenes),
+    its figures side by side with this one's."""
+    n = doc["scenes_per_condition"]
+    if before is None:
+        out = [f"| held-out set ({n} scenes each) | objects | mAP50 | mAP50:95 |", "|" + " --- |" * 4]
+    else:
+        if before["scenes_per_condition"] != n or before["seeds"] != doc["seeds"]:
+            raise ValueError(f"--before holds other scenes ({before['seeds']}) "
+                             f"than the result ({doc['seeds']})")
+        out = [f"| held-out set ({n} scenes each) | objects | mAP50 before | mAP50 after | "
+               "mAP50:95 before | mAP50:95 after |", "| --- | --- | --- | --- | --- | --- |"]
     for condition, row in doc["results"].items():
         name = condition.replace("_", " ")
-        out.append(f"| {name} | {row['objects']} | {row['mAP50']:.4f} | {row['mAP50_95']:.4f} |")
+        if before is None:
+            out.append(f"| {name} | {row['objects']} | {row['mAP50']:.4f} | {row['mAP50_95']:.4f} |")
+        else:
+            old = before["results"][condition]
+            out.append(f"| {name} | {row['objects']} | {old['mAP50']:.4f} | **{row['mAP50']:.4f}** | "
+                       f"{old['mAP50_95']:.4f} | **{row['mAP50_95']:.4f}** |")
     return "\n".join(out)
 
 
@@ -64,9 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.robustness", description=__doc__.splitlines()[0])
     p.add_argument("--scenes", type=int, default=100, help="scenes per condition (default 100)")
     p.add_argument("--model", default="", help="metadata YAML (default: the shipped model)")
+    p.add_argument("--before", type=Path, default=None,
+                   help="with --table: an earlier model's result file on the same scenes, shown beside")
     results_file.add_arguments(p, "bench/results/robustness.json")
     args = p.parse_args(argv)
-    if results_file.print_table(args, table):
+    before = json.loads(args.before.read_text(encoding="utf-8")) if args.before else None
+    if results_file.print_table(args, lambda doc: table(doc, before)):
         return 0
     doc = measure(args.model, args.scenes)
     results_file.write(args.out, doc)

@@ -67,8 +67,11 @@ def role_publisher(args: argparse.Namespace) -> int:
     return 0
 
 
-def _mapped_shm(pid: int) -> set[str]:
-    """The /dev/shm/fastdds_* files process ``pid`` maps now (empty when it is gone or unreadable)."""
+SHM_PREFIXES = ("/dev/shm/fastdds_", "/dev/shm/fastrtps_")  # Fast DDS 3 (Kilted), Fast DDS 2 (Jazzy)
+
+
+def mapped_shm(pid: int) -> set[str]:
+    """The Fast DDS shared-memory files process ``pid`` maps now (empty when it is gone or unreadable)."""
     folder = Path(f"/proc/{pid}/map_files")
     found: set[str] = set()
     try:
@@ -77,7 +80,7 @@ def _mapped_shm(pid: int) -> set[str]:
                 target = os.readlink(entry)
             except OSError:
                 continue
-            if target.startswith("/dev/shm/fastdds_"):
+            if target.startswith(SHM_PREFIXES):
                 found.add(target.removesuffix(" (deleted)"))
     except OSError:
         pass
@@ -92,7 +95,7 @@ class ShmLedger:
 
     def note(self, pids: list[int]) -> None:
         for pid in pids:
-            self.noted |= _mapped_shm(pid)
+            self.noted |= mapped_shm(pid)
 
     def clean(self) -> list[str]:
         """Remove noted files still there that no process maps any more; returns what was removed."""
@@ -100,7 +103,7 @@ class ShmLedger:
         if left:
             for entry in Path("/proc").iterdir():
                 if entry.name.isdigit():
-                    left -= _mapped_shm(int(entry.name))
+                    left -= mapped_shm(int(entry.name))
         removed = []
         for path in sorted(left):
             try:
