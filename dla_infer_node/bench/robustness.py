@@ -67,7 +67,7 @@ def table(doc: dict[str, Any], before: dict[str, Any] | None = None) -> str:
             raise ValueError(f"--before holds other scenes ({before['seeds']}) "
                              f"than the result ({doc['seeds']})")
         out = [f"| held-out set ({n} scenes each) | objects | mAP50 before | mAP50 after | "
-               "mAP50:95 before | mAP50:95 after |", "| --- | --- | --- | --- | --- | --- |"]
+               "mAP50:95 before | mAP50:95 after |", "|" + " --- |" * 6]
     for condition, row in doc["results"].items():
         name = condition.replace("_", " ")
         if before is None:
