@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import math
 import subprocess
 import sys
@@ -100,6 +101,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "models")
     ap.add_argument("--ckpt", type=Path, default=None, help="checkpoint file (saved every 200 iters)")
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--init", type=Path, default=None,
+                    help="start from the EMA weights (and anchors) of another run's checkpoint, with a fresh "
+                         "optimizer and LR schedule: a fine-tuning stage (use another --seed for new scenes)")
     args = ap.parse_args()
     data.CROP_ON_OBJECT = args.crop_on_object
     data.BROAD_SHARE = args.broad
@@ -124,13 +128,17 @@ def main() -> None:
     torch.use_deterministic_algorithms(True, warn_only=True)
     t_start = time.time()
     levels = 4 if args.p2 else 3
-    anchors_np = data.kmeans_anchors(args.seed, k=3 * levels).reshape(levels, 3, 2)
+    init = torch.load(args.init, weights_only=False) if args.init else None
+    anchors_np = init["anchors"] if init else \
+        data.kmeans_anchors(args.seed, k=3 * levels).reshape(levels, 3, 2)
     print("anchors (input px):", np.round(anchors_np, 1).tolist(), flush=True)
     anchors = torch.from_numpy(anchors_np.astype(np.float32))
     nc = len(CLASS_NAMES)
     model = ShapesYolo(nc, stem=args.stem, stem_channels=args.stem_channels, p2=args.p2,
                        width=args.width)
     model.init_head_bias((data.CROP_H, data.CROP_W))
+    if init:  # the model the earlier run would have shipped (its EMA) is where this stage starts
+        model.load_state_dict(init["ema"])
     # channels-last activations: oneDNN's convolutions run ~25 % faster per sample on this CPU
     model = model.to(memory_format=torch.channels_last)
     ema = copy.deepcopy(model).eval()
@@ -211,11 +219,14 @@ def main() -> None:
         it += 1
     wall = time.time() - t_start
     print(f"training wall time {wall:.0f}s", flush=True)
-    export(ema, anchors_np, args, wall, feed.scenes_drawn, revision, plan, stopped_at)
+    init_from = None if init is None else {"checkpoint": args.init.name, "iterations": int(init["it"]),
+                                           "sha256": hashlib.sha256(args.init.read_bytes()).hexdigest()}
+    export(ema, anchors_np, args, wall, feed.scenes_drawn, revision, plan, stopped_at, init_from)
 
 
 def export(ema: torch.nn.Module, anchors: np.ndarray, args: argparse.Namespace, wall: float,
-           scenes: int, revision: str, plan: int, stopped_at: int | None = None) -> None:
+           scenes: int, revision: str, plan: int, stopped_at: int | None = None,
+           init_from: dict[str, object] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     net = fold_batchnorm(copy.deepcopy(ema).to(memory_format=torch.contiguous_format)).eval()
     onnx_path = args.out / "shapes_yolo.onnx"
@@ -262,7 +273,8 @@ def export(ema: torch.nn.Module, anchors: np.ndarray, args: argparse.Namespace, 
                      "replay_capacity": args.replay_capacity, "scenes": scenes,
                      "train_seeds": f"[{args.seed * data.TRAIN_SEED_LIMIT // 10}, "
                                     f"{args.seed * data.TRAIN_SEED_LIMIT // 10 + scenes})",
-                     "wall_time_s": round(wall, 1), "threads": args.threads, "torch": str(torch.__version__)},
+                     "wall_time_s": round(wall, 1), "threads": args.threads, "torch": str(torch.__version__),
+                     "lr": args.lr, "init_from": init_from},
         "accuracy": {"mAP50": None, "mAP50_95": None, "scenes": None, "seeds": None},
     }
     meta_path = args.out / "shapes_yolo.meta.yaml"

@@ -125,11 +125,12 @@ def run(args: argparse.Namespace) -> int:
                           str(out / "detections.mcap"), "--duration", "3600", "--depth", "200"],
                          out / "capture.log", env)
         procs.append(capture)
-        if not _wait(lambda: diags.node.count_subscribers(f"{NS}/detections") >= 1, 60, procs):
-            print("demo: capture did not subscribe; its log:\n" + (out / "capture.log").read_text(),
+        # discovery is per pair, and each side of a pair matches on its own time: the node's writer must
+        # count the capture (its diagnostics say so), else the first arrays of a loaded machine are lost
+        if not _wait(lambda: int(_diag(diags.snapshot()).get("detections_subscribers", 0)) >= 1, 60, procs):
+            print("demo: the node never matched the capture; its log:\n" + (out / "capture.log").read_text(),
                   file=sys.stderr)
             return 1
-        time.sleep(1.0)  # discovery is per pair: give the node's publisher time to match the capture too
         print(f"demo: replaying {args.bag} ({topic.message_count} frames) at rate {args.rate} ...",
               file=sys.stderr)
         replay = subprocess.run([sys.executable, "-m", "dla_infer_node.bags.replay", str(args.bag), "--rate",

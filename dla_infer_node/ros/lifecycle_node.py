@@ -217,7 +217,9 @@ class DlaInferLifecycleNode(LifecycleNode):
         out: dict[str, Any] = {k: self._past[k] + int(live.get(k, 0)) for k in _COUNTS}
         out["latency_ms_p50"] = live.get("latency_ms_p50", 0.0)
         out["latency_ms_p95"] = live.get("latency_ms_p95", 0.0)
-        out["debug_images"] = self._outputs.debug_images if self._outputs is not None else 0
+        outputs = self._outputs
+        out["debug_images"] = outputs.debug_images if outputs is not None else 0
+        out["detections_subscribers"] = outputs.detection_subscribers() if outputs is not None else 0
         return out
 
 

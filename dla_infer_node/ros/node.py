@@ -127,7 +127,8 @@ class DlaInferNode(Node):
     def counters(self) -> dict[str, Any]:
         """Frame counters and node-internal latency (receive -> detections published)."""
         assert self._inference is not None
-        return {**self._inference.counters(), "debug_images": self._outputs.debug_images}
+        return {**self._inference.counters(), "debug_images": self._outputs.debug_images,
+                "detections_subscribers": self._outputs.detection_subscribers()}
 
     def close(self) -> None:
         """Stop the worker, then close the detector (and its backend). Idempotent."""

@@ -42,6 +42,11 @@ class DetectionOutputs:
             self._debug_pub.publish(ros_convert.bgr8_image(canvas, header))
             self.debug_images += 1  # only the worker thread writes it
 
+    def detection_subscribers(self) -> int:
+        """Subscriptions matched to ``detections`` as this node's writer sees them: a recorder is sure to
+        get every array only from when this counts it (its own view of the match can come earlier)."""
+        return int(self._det_pub.get_subscription_count())
+
     def close(self) -> None:
         """Withdraw the output topics (the lifecycle node's deactivate): nothing is published after it."""
         for pub in (self._det_pub, self._label_pub, self._debug_pub):
