@@ -45,7 +45,10 @@ class DetectionOutputs:
     def detection_subscribers(self) -> int:
         """Subscriptions matched to ``detections`` as this node's writer sees them: a recorder is sure to
         get every array only from when this counts it (its own view of the match can come earlier)."""
-        return int(self._det_pub.get_subscription_count())
+        try:
+            return int(self._det_pub.get_subscription_count())
+        except RuntimeError:  # rclpy's InvalidHandle: the node is gone (counters are read after a stop too)
+            return 0
 
     def close(self) -> None:
         """Withdraw the output topics (the lifecycle node's deactivate): nothing is published after it."""
