@@ -127,10 +127,8 @@ class DlaInferNode(Node):
     def counters(self) -> dict[str, Any]:
         """Frame counters and node-internal latency (receive -> detections published)."""
         assert self._inference is not None
-        # after close() (final counters) nothing is published any more: no subscriber counts
-        subscribers = 0 if self._closed else self._outputs.detection_subscribers()
         return {**self._inference.counters(), "debug_images": self._outputs.debug_images,
-                "detections_subscribers": subscribers}
+                "detections_subscribers": self._outputs.detection_subscribers()}
 
     def close(self) -> None:
         """Stop the worker, then close the detector (and its backend). Idempotent."""
