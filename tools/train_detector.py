@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 import train_data as data  # noqa: E402
+from onnx_init import init_from_onnx  # noqa: E402
 from shapes_model import ShapesYolo, export_onnx, fold_batchnorm  # noqa: E402
 from train_loss import YoloLoss  # noqa: E402
 
@@ -102,8 +103,9 @@ def main() -> None:
     ap.add_argument("--ckpt", type=Path, default=None, help="checkpoint file (saved every 200 iters)")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--init", type=Path, default=None,
-                    help="start from the EMA weights (and anchors) of another run's checkpoint, with a fresh "
-                         "optimizer and LR schedule: a fine-tuning stage (use another --seed for new scenes)")
+                    help="start from the EMA weights (and anchors) of another run's checkpoint, or from a "
+                         "shipped X.onnx (+ X.meta.yaml, X.check.npz beside it), with a fresh optimizer and "
+                         "LR schedule: a fine-tuning stage (use another --seed for new scenes)")
     args = ap.parse_args()
     data.CROP_ON_OBJECT = args.crop_on_object
     data.BROAD_SHARE = args.broad
@@ -128,17 +130,24 @@ def main() -> None:
     torch.use_deterministic_algorithms(True, warn_only=True)
     t_start = time.time()
     levels = 4 if args.p2 else 3
-    init = torch.load(args.init, weights_only=False) if args.init else None
-    anchors_np = init["anchors"] if init else \
-        data.kmeans_anchors(args.seed, k=3 * levels).reshape(levels, 3, 2)
-    print("anchors (input px):", np.round(anchors_np, 1).tolist(), flush=True)
-    anchors = torch.from_numpy(anchors_np.astype(np.float32))
     nc = len(CLASS_NAMES)
     model = ShapesYolo(nc, stem=args.stem, stem_channels=args.stem_channels, p2=args.p2,
                        width=args.width)
     model.init_head_bias((data.CROP_H, data.CROP_W))
-    if init:  # the model the earlier run would have shipped (its EMA) is where this stage starts
+    init = None
+    if args.init and args.init.suffix == ".onnx":  # a shipped model: its BatchNorms measured on scenes
+        # drawn from the middle of this seed's range, which a stage never reaches (~25k of 100k scenes)
+        probe = data.ReplayFeed(args.seed * data.TRAIN_SEED_LIMIT // 10 + data.TRAIN_SEED_LIMIT // 20,
+                                args.batch, args.batch, args.batch, rng_seed=args.seed + 2)
+        init = init_from_onnx(args.init, model, [probe.next_batch()[0] for _ in range(8)],
+                              args.init.with_suffix("").with_suffix(".check.npz"))
+    elif args.init:  # the model the earlier run would have shipped (its EMA) is where this stage starts
+        init = torch.load(args.init, weights_only=False)
         model.load_state_dict(init["ema"])
+    anchors_np = init["anchors"] if init else \
+        data.kmeans_anchors(args.seed, k=3 * levels).reshape(levels, 3, 2)
+    print("anchors (input px):", np.round(anchors_np, 1).tolist(), flush=True)
+    anchors = torch.from_numpy(anchors_np.astype(np.float32))
     # channels-last activations: oneDNN's convolutions run ~25 % faster per sample on this CPU
     model = model.to(memory_format=torch.channels_last)
     ema = copy.deepcopy(model).eval()
