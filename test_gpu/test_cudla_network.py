@@ -2,7 +2,8 @@
 through the whole cuDLA path (preprocess into the input layout, int8 input scale, output layouts and
 dequantisation, the raw-head decoder) against ONNX Runtime on the same frames.
 
-* fp16: same boxes within 1 px and same classes on >= 99 % of the fp32 detections (and vice versa).
+* fp16: same classes with boxes within 1 px on >= 95 % of the fp32 detections and at IoU >= 0.8 on >= 99 %
+  (and vice versa; the rest are near-tied candidates whose NMS winner flips).
 * int8: the emulated path == ONNX Runtime on the QDQ model itself (exact layouts and scales), and on the
   GPU mAP50 within 2 points of fp32 on evaluation scenes.
 * negative: a wrong input scale, output scale or channel order in the sidecar is caught by these checks;
@@ -58,24 +59,47 @@ def ort_dets(model: Path, scenes: int, seed: int) -> Dets:
                    iou_threshold=0.6)[1]
 
 
-def _matched(ref: Dets, got: Dets, tol: float, min_score: float) -> tuple[int, int]:
-    hit = total = 0
-    for (rb, rs, rc), (gb, _, gc) in zip(ref, got, strict=True):
+def _iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    lo, hi = np.maximum(box[:2], boxes[:, :2]), np.minimum(box[2:], boxes[:, 2:])
+    inter = np.prod(np.clip(hi - lo, 0, None), axis=1)
+    area = np.prod(box[2:] - box[:2]) + np.prod(boxes[:, 2:] - boxes[:, :2], axis=1)
+    return np.asarray(inter / np.maximum(area - inter, 1e-9))
+
+
+def _misses(ref: Dets, got: Dets, tol: float, min_score: float, min_iou: float | None
+            ) -> tuple[list[str], int]:
+    """Confident detections of ``ref`` with no same-class box in ``got`` within ``tol`` px (or, given
+    ``min_iou``, overlapping at least that much), described, and how many confident ones there were."""
+    misses: list[str] = []
+    total = 0
+    for frame, ((rb, rs, rc), (gb, _, gc)) in enumerate(zip(ref, got, strict=True)):
         for box, s, c in zip(rb, rs, rc, strict=True):
             if s < min_score:  # near the threshold a detection may legitimately flip; 0.2 vs 0.3 hysteresis
                 continue
             total += 1
             err = np.abs(gb - box).max(axis=1) if len(gb) else np.array([np.inf])
-            hit += bool(np.any((err <= tol) & (gc == c)))
-    return hit, total
+            close = err <= tol if min_iou is None else _iou(box, gb) >= min_iou if len(gb) else err < 0
+            if not np.any(close & (gc == c)):
+                same = np.flatnonzero(gc == c)
+                near = f"nearest same-class box {err[same].min():.2f} px off" if len(same) else \
+                    "none of its class"
+                misses.append(f"frame {frame} class {int(c)} score {s:.2f} box {np.round(box, 1).tolist()}: "
+                              f"{near}")
+    return misses, total
 
 
-def match_ratio(ref: Dets, got: Dets, tol: float = 1.0, min_score: float = 0.3) -> float:
-    """Share of confident detections (either side) found on the other side: same class, boxes within tol."""
-    h1, t1 = _matched(ref, got, tol, min_score)
-    h2, t2 = _matched(got, ref, tol, min_score)
+def match_ratio(ref: Dets, got: Dets, tol: float = 1.0, min_score: float = 0.3,
+                min_iou: float | None = None) -> float:
+    """Share of confident detections (either side) found on the other side: same class, boxes within tol
+    (or at IoU >= min_iou). What did not match is printed (pytest shows it with a failure)."""
+    m1, t1 = _misses(ref, got, tol, min_score, min_iou)
+    m2, t2 = _misses(got, ref, tol, min_score, min_iou)
     assert t1 + t2 > 0, "no confident detections to compare"
-    return (h1 + h2) / (t1 + t2)
+    ratio = 1.0 - (len(m1) + len(m2)) / (t1 + t2)
+    if m1 or m2:
+        print(f"match_ratio {ratio:.3f}; unmatched: "
+              + "; ".join([f"ref {m}" for m in m1] + [f"got {m}" for m in m2]))
+    return ratio
 
 
 def tampered(sidecar: Path, out_dir: Path, edit: Any) -> Path:
@@ -102,9 +126,16 @@ def test_fp16_matches_ort_fp32(emu: Any, cuda: Any, host: Any, networks: dict[st
     scenes, seed = _frames(emu.fake)
     art = nb.network_artifact(artifacts_dir, "fp16", in_fmt, out_fmt, networks["fp16"])
     got = cudla_dets(art.sidecar, cuda, scenes, seed, gpu=not emu.fake)
-    ratio = match_ratio(ort_dets(nb.MODEL, scenes, seed), got)
+    ref = ort_dets(nb.MODEL, scenes, seed)
     assert not host.errors, host.errors[-1]
-    assert ratio >= 0.99, f"fp16 {in_fmt}->{out_fmt}: only {ratio:.3f} of detections match ORT fp32"
+    # fp16 arithmetic moves boxes by a fraction of a pixel, and now and then flips which of two near-tied
+    # candidates (same score to 2 digits) NMS keeps: run 11 has 3 such of ~150 confident detections in
+    # these 20 scenes, kept boxes 1.0-4.2 px apart (IoU >= 0.83). A wrong layout or scale would miss
+    # nearly everything, so: almost all within a pixel, and all but near-ties at IoU >= 0.8.
+    within_px = match_ratio(ref, got)
+    overlapping = match_ratio(ref, got, min_iou=0.8)
+    assert within_px >= 0.95, f"fp16 {in_fmt}->{out_fmt}: only {within_px:.3f} of detections within 1 px"
+    assert overlapping >= 0.99, f"fp16 {in_fmt}->{out_fmt}: only {overlapping:.3f} at IoU >= 0.8 of ORT fp32"
 
 
 @pytest.mark.parametrize(("in_fmt", "out_fmt"), [("chw32", "chw32"), ("linear", "chw16"), ("hwc4", "linear")])
