@@ -25,6 +25,7 @@ from dla_infer_node.artifact.sidecar import load_artifact
 from dla_infer_node.backends.cudla import CudlaBackend
 from dla_infer_node.backends.cudla_errors import TensorError
 from dla_infer_node.backends.onnxruntime import OnnxRuntimeBackend
+from dla_infer_node.cli.coco_map import box_iou
 from dla_infer_node.cli.evaluate import EVAL_FIRST_SEED, collect, score
 from dla_infer_node.core.model_meta import load_metadata
 from emulator import network_build as nb
@@ -59,13 +60,6 @@ def ort_dets(model: Path, scenes: int, seed: int) -> Dets:
                    iou_threshold=0.6)[1]
 
 
-def _iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    lo, hi = np.maximum(box[:2], boxes[:, :2]), np.minimum(box[2:], boxes[:, 2:])
-    inter = np.prod(np.clip(hi - lo, 0, None), axis=1)
-    area = np.prod(box[2:] - box[:2]) + np.prod(boxes[:, 2:] - boxes[:, :2], axis=1)
-    return np.asarray(inter / np.maximum(area - inter, 1e-9))
-
-
 def _misses(ref: Dets, got: Dets, tol: float, min_score: float, min_iou: float | None
             ) -> tuple[list[str], int]:
     """Confident detections of ``ref`` with no same-class box in ``got`` within ``tol`` px (or, given
@@ -77,11 +71,11 @@ def _misses(ref: Dets, got: Dets, tol: float, min_score: float, min_iou: float |
             if s < min_score:  # near the threshold a detection may legitimately flip; 0.2 vs 0.3 hysteresis
                 continue
             total += 1
-            err = np.abs(gb - box).max(axis=1) if len(gb) else np.array([np.inf])
-            close = err <= tol if min_iou is None else _iou(box, gb) >= min_iou if len(gb) else err < 0
-            if not np.any(close & (gc == c)):
-                same = np.flatnonzero(gc == c)
-                near = f"nearest same-class box {err[same].min():.2f} px off" if len(same) else \
+            err = np.abs(gb - box).max(axis=1) if len(gb) else np.zeros(0)
+            close = err <= tol if min_iou is None else box_iou(box[None], gb)[0] >= min_iou
+            same = gc == c
+            if not np.any(close & same):
+                near = f"nearest same-class box {err[same].min():.2f} px off" if same.any() else \
                     "none of its class"
                 misses.append(f"frame {frame} class {int(c)} score {s:.2f} box {np.round(box, 1).tolist()}: "
                               f"{near}")

@@ -14,7 +14,6 @@ Torch is a training-time dependency only; the package never imports this file.
 from __future__ import annotations
 
 import copy
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import torch
 import yaml
 from shapes_model import ConvBnAct, fold_batchnorm
 from torch import nn
+from verify_onnx import check_inputs
 
 
 def convs_in_call_order(model: nn.Module, input_hw: tuple[int, int]) -> list[nn.Conv2d]:
@@ -104,7 +104,8 @@ def unfold_batchnorm(model: nn.Module, folded: nn.Module, batches: list[torch.Te
 def init_from_onnx(onnx_path: Path, model: nn.Module, batches: list[torch.Tensor],
                    check_path: Path | None) -> dict[str, Any]:
     """Load ``onnx_path`` into ``model`` (a fresh ShapesYolo of the same architecture) and return what a
-    checkpoint would give ``--init``: anchors and the iteration count from the metadata beside it."""
+    checkpoint would give ``--init``: the weights, and anchors and iteration count from the metadata beside
+    it."""
     meta_path = onnx_path.with_suffix("").with_suffix(".meta.yaml")
     if not meta_path.is_file():
         raise SystemExit(f"{onnx_path}: no metadata file beside it ({meta_path.name})")
@@ -114,7 +115,7 @@ def init_from_onnx(onnx_path: Path, model: nn.Module, batches: list[torch.Tensor
     unfold_batchnorm(model, folded, batches)
     if check_path is not None and check_path.is_file():  # the export's own outputs: both must reproduce
         ref = np.load(check_path)
-        x = torch.from_numpy(ref["x_u8"].astype(np.float32) / 255.0 if "x_u8" in ref else ref["x"][:1])
+        x = torch.from_numpy(check_inputs(ref))
         with torch.no_grad():
             for net, what in ((folded, "ONNX weights"), (model.eval(), "unfolded BatchNorm")):
                 outs = net(x[:1])
@@ -125,5 +126,4 @@ def init_from_onnx(onnx_path: Path, model: nn.Module, batches: list[torch.Tensor
                     raise SystemExit(f"{onnx_path}: the {what} do not reproduce {check_path.name}")
     levels = meta["decoder"]["anchors"]
     anchors = np.asarray(levels, np.float64).reshape(len(levels), -1, 2)
-    return {"ema": model.state_dict(), "anchors": anchors, "it": int(meta["training"]["iterations"]),
-            "sha256": hashlib.sha256(onnx_path.read_bytes()).hexdigest()}
+    return {"ema": model.state_dict(), "anchors": anchors, "it": int(meta["training"]["iterations"])}

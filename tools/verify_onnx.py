@@ -10,12 +10,19 @@ Also checks the graph uses only DLA-friendly operators. Needs onnxruntime + onnx
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import numpy as np
 
 # operators the DLA executes (with BN folded into Conv); anything else would fall back to the GPU
 DLA_OPS = {"Conv", "Relu", "LeakyRelu", "Sigmoid", "MaxPool", "Resize", "Upsample", "Concat",
            "Constant"}  # Constant: only the Resize scales (weights to TensorRT, not a layer)
+
+
+def check_inputs(ref: Any) -> np.ndarray:
+    """The network inputs of a loaded check file, float32 NCHW."""
+    # compact files hold the input as uint8 pixels; the network input is exactly pixel / 255
+    return np.asarray(ref["x_u8"].astype(np.float32) / 255.0 if "x_u8" in ref else ref["x"])
 
 
 def main(onnx_path: str, check_path: str) -> int:
@@ -30,8 +37,7 @@ def main(onnx_path: str, check_path: str) -> int:
     sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     worst = 0.0
-    # compact files hold the input as uint8 pixels; the network input is exactly pixel / 255
-    x = ref["x_u8"].astype(np.float32) / 255.0 if "x_u8" in ref else ref["x"]
+    x = check_inputs(ref)
     for i in range(len(x)):
         outs = sess.run(names, {sess.get_inputs()[0].name: x[i:i + 1]})
         for j, o in enumerate(outs):
