@@ -29,7 +29,7 @@ NOT_RUN_HERE = {
         "test_launch_*), the robot's install is not",
     ("README.md", "## GPU tests"): "needs an NVIDIA GPU: run on the GPU machine (results in the README)",
     ("README.md", "## Benchmarks"): "timing, not pass/fail: test_bench_* run the same modules, short",
-    ("models/README.md", "## Retrain"): "two CPU training stages with torch, ~2.5 h (not a suite dependency)",
+    ("models/README.md", "## Retrain"): "CPU training with torch, ~1 h a stage (not a suite dependency)",
 }
 
 

@@ -118,6 +118,7 @@ def main() -> None:
                          "shipped X.onnx (+ X.meta.yaml, X.check.npz beside it), with a fresh optimizer and "
                          "LR schedule: a fine-tuning stage (use another --seed for new scenes)")
     args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)  # the checkpoint goes there from iteration 200 on
     data.CROP_ON_OBJECT = args.crop_on_object
     data.BROAD_SHARE = args.broad
     data.IGNORE_CUT = args.ignore_cut
