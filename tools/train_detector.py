@@ -194,7 +194,9 @@ def main() -> None:
     # at iteration PLAN_CHECK_AT, from the measured speed (printed and recorded as `iterations`; passing
     # that number as --iters reproduces the run anywhere). The budget check below is only a safety stop.
     it = start_it
-    el_from = 0.0
+    # a run resumed between PLAN_SPEED_FROM and PLAN_CHECK_AT measures from where it resumed (its own
+    # start-up is before the loop, so it stays out of the speed as well)
+    speed_from, el_from = max(start_it, PLAN_SPEED_FROM), 0.0
     while it < plan:
         el = time.time() - t_start
         if el > args.time_budget or it == args.stop_at:
@@ -202,12 +204,12 @@ def main() -> None:
             why = "--stop-at" if it == args.stop_at else "time budget"
             print(f"{why} reached at iteration {it}", flush=True)
             break
-        if it == PLAN_SPEED_FROM:
+        if it == speed_from:
             el_from = el
-        if it == PLAN_CHECK_AT and start_it < PLAN_SPEED_FROM:
+        if it == PLAN_CHECK_AT and speed_from < it:
             # the speed of steady steps (start-up, k-means and the first batches excluded: counting them
             # made the plan ~15 % shorter than the budget allowed), with 3 % of the budget left for export
-            per_it = (el - el_from) / (PLAN_CHECK_AT - PLAN_SPEED_FROM)
+            per_it = (el - el_from) / (it - speed_from)
             fits = int(it + (PLAN_BUDGET_SHARE * args.time_budget - el) / per_it)
             if fits < plan:
                 plan = max(fits, it + 1)
