@@ -69,3 +69,18 @@ def test_the_named_tests_exist_and_read_their_readme() -> None:
                 assert ("cli.demo" in text) if name == "test_demo.py" else ("for target in test " in text)
             else:  # the command lines are read from the README itself, so text and test cannot drift
                 assert "README" in text or "_models_guide" in text, name
+
+
+def test_retrain_commands_name_only_options_the_tools_define() -> None:
+    """The Retrain block is not run here (an hour a stage), but each of its options must exist: a renamed or
+    dropped option would otherwise surface only on a user's machine, an hour into the first stage."""
+    lines = dict(command_blocks("models/README.md"))["## Retrain"]
+    for line in lines:
+        script = re.search(r"tools/(\w+\.py)", line)
+        if script is None:  # venv creation and pip install
+            continue
+        # options are string literals of the script (argparse's add_argument, or a plain argv check)
+        defined = set(re.findall(r'"(--[\w-]+)"', (REPO / "tools" / script[1]).read_text()))
+        defined |= {"--no-" + opt[2:] for opt in defined}  # BooleanOptionalAction's negative forms
+        used = set(re.findall(r"(?<!\S)(--[\w-]+)", line))
+        assert used <= defined, f"models/README.md '## Retrain': {line} uses {sorted(used - defined)}"
