@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 import threading
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dla_infer_node.core.errors import DlaInferError, ParameterError
+from dla_infer_node.core.stop_signals import stop_on_signals
 
 DEFAULT_TYPE = "vision_msgs/msg/Detection2DArray"
 DEFAULT_COUNT_TIMEOUT_S = 60.0  # --count without --duration: a silent topic must not block forever
@@ -241,13 +241,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DlaInferError as exc:
         print(f"capture: {exc}", file=sys.stderr)
         return 2
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    restore_signals = stop_on_signals(stop)
     try:
         rec.wait(count=args.count, duration=limit, stop=stop)
         records = rec.snapshot()
     finally:
         rec.close()
+        restore_signals()
     if args.count is not None:
         records = records[: args.count]
     write_output(args.out, records, rec.resolved_topic, args.type)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import signal
 import sys
 import threading
 import time
@@ -26,6 +25,7 @@ from typing import Any
 from dla_infer_node.bags.bag_io import BagError, BagReader, TopicInfo
 from dla_infer_node.bags.bag_meta import parse_offered_qos
 from dla_infer_node.core.errors import DlaInferError, ParameterError
+from dla_infer_node.core.stop_signals import stop_on_signals
 
 IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
 
@@ -346,8 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     stop = threading.Event()
     rclpy.init(args=["replay", *ros_args], signal_handler_options=_no_signal_handlers())
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    restore_signals = stop_on_signals(stop)
     node = rclpy.create_node(args.node_name)
     try:
         replayer = Replayer(node, args.bag, opts)
@@ -364,6 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()
+        restore_signals()
 
 
 def _no_signal_handlers() -> Any:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from dla_infer_node.core.cdr_image import parse_image
+from dla_infer_node.core.stop_signals import stop_on_signals
 
 NS = "/bench"
 FRAME_COUNTERS = ("frames_in", "frames_processed", "frames_dropped", "frames_bad_input", "frames_failed")
@@ -80,8 +80,7 @@ def _ros(name: str) -> tuple[Any, Any, threading.Event]:
 
     stop = threading.Event()
     rclpy.init(args=[name], signal_handler_options=SignalHandlerOptions.NO)
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, lambda *_: stop.set())
+    stop_on_signals(stop)  # for the life of the role process
     return rclpy, rclpy.create_node(name), stop
 
 
@@ -138,8 +137,7 @@ def _spin_then_save(rclpy: Any, node: Any, stop: threading.Event, args: argparse
 
     spinner = threading.Thread(target=spin, name="bench-spin", daemon=True)
     spinner.start()
-    while not stop.wait(0.1):  # a short wait keeps the signal handler's flag checked
-        pass
+    stop.wait()
     # dict() copies each table in one C call, so a callback still running on the spinner cannot change it
     # while it is being written out
     Path(args.result).write_text(json.dumps({key: dict(table) for key, table in doc.items()}))

@@ -9,7 +9,6 @@ SIGINT/SIGTERM, 2 for an invalid configuration, 1 for a backend that cannot star
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
 import traceback
@@ -28,6 +27,7 @@ from dla_infer_node.core.backend import Backend
 from dla_infer_node.core.errors import DlaInferError, ModelError, ParameterError
 from dla_infer_node.core.model_meta import ModelMetadata
 from dla_infer_node.core.pipeline import Detector
+from dla_infer_node.core.stop_signals import stop_on_signals
 from dla_infer_node.ros.executors import executor_factory, shutdown_executor, try_shutdown
 from dla_infer_node.ros.inference import FrameInference
 from dla_infer_node.ros.param_binding import params_file_problem
@@ -125,7 +125,7 @@ def run_node(name: str, make_node: Callable[[], N], executor_kind: Callable[[N],
     except Exception as exc:
         print(f"{name}: cannot initialise ROS: {exc}", file=sys.stderr)
         return 2
-    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    restore_signals = stop_on_signals(stop)
     node: Any = None
     executor: Executor | None = None
     code = 0
@@ -158,6 +158,5 @@ def run_node(name: str, make_node: Callable[[], N], executor_kind: Callable[[N],
             node.close()
             node.destroy_node()
         try_shutdown()
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        restore_signals()
     return code
