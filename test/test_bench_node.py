@@ -62,7 +62,10 @@ def test_a_role_that_ignores_sigint_is_killed_with_its_stacks_in_its_log(tmp_pat
     with open(log_path, "wb") as log:
         stuck = subprocess.Popen([sys.executable, "-c", script, str(ready)], stdout=log,
                                  stderr=subprocess.STDOUT)
-        quick = subprocess.Popen([sys.executable, "-c", "import pathlib, sys, time; "
+        # SIGINT set to its default explicitly: a shell without job control (a CI script's background job)
+        # hands its children SIGINT ignored, and this stand-in must end on it
+        quick = subprocess.Popen([sys.executable, "-c", "import pathlib, signal, sys, time; "
+                                  "signal.signal(signal.SIGINT, signal.default_int_handler); "
                                   "pathlib.Path(sys.argv[1]).touch(); time.sleep(120)", str(quick_ready)])
     # both past their start-up (a SIGINT during Python's own start-up exits with 1): waited for, however
     # long a loaded machine takes, rather than signalled after a fixed time

@@ -52,6 +52,8 @@ def test_sigterm_sets_stop_and_restore_puts_everything_back() -> None:
     done = _run("""
         import os, signal, threading
         from dla_infer_node.core.stop_signals import stop_on_signals
+        # a shell without job control starts background jobs with SIGINT ignored: start from the default
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         before = signal.getsignal(signal.SIGINT)
         stop = threading.Event()
         restore = stop_on_signals(stop)

@@ -236,7 +236,11 @@ class Replayer:
                     if stop.is_set():
                         break
                     if bag_t0 is None:
+                        # the schedule starts at the first message, not before opening the bag: reading the
+                        # first chunk takes a few ms under load, which would make message 1 follow message 0
+                        # sooner than recorded
                         bag_t0 = msg.log_time_ns
+                        loop_start = time.monotonic()
                     offset = (msg.log_time_ns - bag_t0) / 1e9
                     if rate > 0:
                         delay = loop_start + offset / rate - time.monotonic()
