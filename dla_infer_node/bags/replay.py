@@ -230,8 +230,8 @@ class Replayer:
         try:
             while not stop.is_set():
                 done = 0
-                loop_start = time.monotonic()
                 bag_t0: int | None = None
+                loop_start = 0.0  # set with bag_t0, at the first message
                 for msg in self.reader.messages(names):
                     if stop.is_set():
                         break

@@ -34,8 +34,7 @@ def stop_on_signals(
     """Set ``stop`` when one of ``signals`` arrives. Call from the main thread; returns a function that puts
     the previous handlers and wakeup fd back (idempotent)."""
     wanted = {int(s) for s in signals}
-    reader, writer = socket.socketpair()
-    reader.setblocking(True)
+    reader, writer = socket.socketpair()  # blocking, as the watcher wants the reader
     writer.setblocking(False)  # the C handler must never block
     previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
     previous = {s: signal.signal(s, _ignore) for s in wanted}
@@ -62,7 +61,9 @@ def stop_on_signals(
         if restored:
             return
         restored = True
-        for s, handler in previous.items():  # reverse order of setup: handlers, wakeup fd, socket, thread
+        # handlers and wakeup fd first, so no signal is written to a socket about to close; then the writer,
+        # which ends the watcher, then the reader
+        for s, handler in previous.items():
             signal.signal(s, handler)
         signal.set_wakeup_fd(previous_fd)
         writer.close()  # the watcher's recv returns b"" and it ends
