@@ -17,8 +17,8 @@ lifecycle:=true starts the managed node instead (``dla_infer_lifecycle``: config
 cleanup, shutdown through ``ros2 lifecycle set /<namespace>/dla_infer_node <transition>`` or a lifecycle
 manager); the plain node stays the default. dds_profile:=large_images (or a path to a Fast DDS XML
 profile) sets FASTDDS_DEFAULT_PROFILES_FILE and, for Fast DDS 2, FASTRTPS_DEFAULT_PROFILES_FILE for the
-node's process; the camera driver's process needs it too, since the publisher's transport decides whether large best-effort frames arrive (README, "Large
-images over DDS").
+node's process; the camera driver's process needs it too, since the publisher's transport decides
+whether large best-effort frames arrive (README, "Large images over DDS").
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ from dla_infer_node.core.errors import DlaInferError, InputError, ModelError
 from dla_infer_node.core.image_io import decode_compressed, image_from_fields
 from dla_infer_node.core.model_meta import load_metadata
 from dla_infer_node.core.pipeline import Detector
-from dla_infer_node.core.tensor_format import TensorLayout, pack
+from dla_infer_node.core.tensor_format import pack
+from dla_infer_node.core.tensor_layout import TensorLayout
 
 REPO = Path(__file__).resolve().parent.parent
 

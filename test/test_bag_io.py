@@ -10,7 +10,7 @@ import yaml
 from mcap.reader import make_reader
 from mcap.writer import Writer
 
-from dla_infer_node.bags.bag_io import BagError, BagReader, BagWriter, resolve_bag
+from dla_infer_node.bags.bag_io import BagError, BagReader, resolve_bag
 from dla_infer_node.bags.bag_meta import (
     QosProfile,
     dump_offered_qos,
@@ -19,6 +19,7 @@ from dla_infer_node.bags.bag_meta import (
     parse_offered_qos,
     type_description_hash,
 )
+from dla_infer_node.bags.bag_writer import BagWriter
 
 IMG = "sensor_msgs/msg/CompressedImage"
 BEST_EFFORT = QosProfile(history="keep_last", depth=1, reliability="best_effort", durability="volatile")

@@ -15,7 +15,7 @@ from rclpy.serialization import serialize_message
 from sensor_msgs.msg import CompressedImage, Image
 
 from dla_infer_node.artifact import onnx_facts
-from dla_infer_node.bags.bag_io import BagWriter
+from dla_infer_node.bags.bag_writer import BagWriter
 from dla_infer_node.core.synth import generate_scene
 
 

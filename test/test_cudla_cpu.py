@@ -16,7 +16,8 @@ from dla_infer_node.artifact.sidecar import parse_artifact
 from dla_infer_node.backends import cudla_errors as ce
 from dla_infer_node.backends.cudla import STANDALONE_EXPLANATION, CudlaBackend, open_cudla_backend
 from dla_infer_node.core.errors import ModelError, ParameterError
-from dla_infer_node.core.tensor_format import TensorLayout, pack
+from dla_infer_node.core.tensor_format import pack
+from dla_infer_node.core.tensor_layout import TensorLayout
 
 NET = 32
 OUTS = (("p3", 4), ("p4", 2))  # name, grid

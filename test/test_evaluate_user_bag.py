@@ -14,7 +14,7 @@ from rclpy.serialization import serialize_message
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 
-from dla_infer_node.bags.bag_io import BagWriter
+from dla_infer_node.bags.bag_writer import BagWriter
 from dla_infer_node.cli.evaluate import evaluate, main
 from dla_infer_node.core.synth import CLASS_NAMES, generate_scene
 

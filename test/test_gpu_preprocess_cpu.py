@@ -19,11 +19,13 @@ import numpy as np
 import pytest
 
 from dla_infer_node.backends import gpu_preprocess as gp
+from dla_infer_node.backends import gpu_preprocess_params as gpp
 from dla_infer_node.backends import preprocess_kernel as pk
 from dla_infer_node.core.errors import DlaInferError, InputError, ParameterError
 from dla_infer_node.core.model_meta import InputSpec
 from dla_infer_node.core.preprocess import Letterbox, Preprocessor
-from dla_infer_node.core.tensor_format import TensorLayout, pack
+from dla_infer_node.core.tensor_format import pack
+from dla_infer_node.core.tensor_layout import TensorLayout
 
 COMBOS = [("linear", "fp16"), ("linear", "int8"), ("hwc4", "fp16"), ("hwc4", "int8"),
           ("chw16", "fp16"), ("chw32", "int8")]
@@ -53,8 +55,8 @@ def emulate_kernel(img: np.ndarray, encoding: str, spec: InputSpec, layout: Tens
     """What the kernel writes, computed in numpy from the same parameter block."""
     h, w = img.shape[:2]
     lb = Letterbox.fit(w, h, spec.width, spec.height)
-    p = gp.static_params(spec, layout, scale)
-    gp.set_geometry(p, spec, lb, encoding)
+    p = gpp.static_params(spec, layout, scale)
+    gpp.set_geometry(p, spec, lb, encoding)
     small = pk.emulate_resize(img, lb.new_w, lb.new_h)
     canvas = np.empty((p.c, p.h, p.w), np.float32)
     for ch in range(p.c):
@@ -127,8 +129,8 @@ def test_kernel_emulation_equals_cpu_pack(fmt: str, dtype: str) -> None:
         dense = TensorLayout.dense(fmt, dtype, 1, 3, dh, dw)
         for layout in (dense, _padded(dense)):
             try:
-                gp.check_layout(spec, layout, SCALE)
-            except gp.GpuPreprocessError:
+                gpp.check_layout(spec, layout, SCALE)
+            except gpp.GpuPreprocessError:
                 continue  # e.g. a 66-byte line: the GPU path refuses it (tested below)
             got = emulate_kernel(img, encoding, spec, layout, SCALE)
             want = cpu_reference(img, encoding, spec, layout, SCALE)
@@ -146,8 +148,8 @@ def test_strided_frame_is_the_same_as_contiguous() -> None:
 
 def test_cpu_path_fusion_probe() -> None:
     spec = _spec(640, 640, imagenet=True)
-    assert gp.cpu_path_fuses(spec, 640, 360, 640)  # full-width rows: OpenCV's SIMD loop
-    assert gp.cpu_path_fuses(_spec(64, 64), 1, 64, 64)  # mean 0: both roundings agree
+    assert gpp.cpu_path_fuses(spec, 640, 360, 640)  # full-width rows: OpenCV's SIMD loop
+    assert gpp.cpu_path_fuses(_spec(64, 64), 1, 64, 64)  # mean 0: both roundings agree
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -176,20 +178,20 @@ def test_divisor_magic_is_exact() -> None:
 
 def test_check_layout_rejects_what_the_kernel_cannot_fill() -> None:
     spec = _spec(64, 64)
-    gp.check_layout(spec, TensorLayout.dense("chw16", "fp16", 1, 3, 64, 64), None)
+    gpp.check_layout(spec, TensorLayout.dense("chw16", "fp16", 1, 3, 64, 64), None)
     with pytest.raises(ParameterError):
-        gp.check_layout(spec, TensorLayout.dense("chw32", "int8", 1, 3, 64, 64), None)
+        gpp.check_layout(spec, TensorLayout.dense("chw32", "int8", 1, 3, 64, 64), None)
     with pytest.raises(ParameterError):
-        gp.check_layout(spec, TensorLayout.dense("linear", "int8", 1, 3, 64, 64), -1.0)
+        gpp.check_layout(spec, TensorLayout.dense("linear", "int8", 1, 3, 64, 64), -1.0)
     bad = [TensorLayout.dense("linear", "fp16", 2, 3, 64, 64),   # batch 2
            TensorLayout.dense("hwc4", "fp16", 1, 4, 64, 64),     # 4 channels
            TensorLayout.dense("linear", "fp16", 1, 3, 32, 64),   # not the metadata size
            TensorLayout.from_descriptor("linear", "fp16", 1, 3, 64, 64, (2, 136, 136 * 64, 136 * 64 * 3),
                                         136 * 64 * 3)]           # 136-byte lines: not 16-aligned
     for layout in bad:
-        with pytest.raises(gp.GpuPreprocessError) as info:
-            gp.check_layout(spec, layout, None)
-        assert info.value.stage == gp.STAGE and "preprocess_device" in str(info.value)
+        with pytest.raises(gpp.GpuPreprocessError) as info:
+            gpp.check_layout(spec, layout, None)
+        assert info.value.stage == gpp.STAGE and "preprocess_device" in str(info.value)
 
 
 @pytest.mark.parametrize("image,encoding,needle", [
@@ -202,14 +204,14 @@ def test_check_layout_rejects_what_the_kernel_cannot_fill() -> None:
 ])
 def test_check_frame_errors_name_the_stage(image: np.ndarray, encoding: str, needle: str) -> None:
     with pytest.raises(InputError) as info:
-        gp.check_frame(image, encoding, max_w=200, max_h=100)
-    assert info.value.stage == gp.STAGE and needle in str(info.value)
+        gpp.check_frame(image, encoding, max_w=200, max_h=100)
+    assert info.value.stage == gpp.STAGE and needle in str(info.value)
 
 
 def test_check_frame_accepts_mono_2d_and_strided() -> None:
-    assert gp.check_frame(np.zeros((4, 5), np.uint8), "mono8", 5, 4).shape == (4, 5, 1)
+    assert gpp.check_frame(np.zeros((4, 5), np.uint8), "mono8", 5, 4).shape == (4, 5, 1)
     big = np.zeros((8, 12, 3), np.uint8)
-    assert gp.check_frame(big[::2, ::2], "bgr8", 6, 4).shape == (4, 6, 3)
+    assert gpp.check_frame(big[::2, ::2], "bgr8", 6, 4).shape == (4, 6, 3)
 
 
 def test_construction_without_a_gpu_is_a_package_error() -> None:
@@ -219,7 +221,7 @@ def test_construction_without_a_gpu_is_a_package_error() -> None:
     try:
         path = gp.GpuInputPath(spec, layout, None, 640, 480)
     except DlaInferError as exc:
-        assert exc.stage in (gp.STAGE, "memory", "device")
+        assert exc.stage in (gpp.STAGE, "memory", "device")
     else:  # a GPU machine running the CPU tests
         path.close()
         path.close()

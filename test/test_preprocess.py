@@ -16,7 +16,8 @@ from dla_infer_node.core.preprocess import (
     reference_preprocess,
     resize_interpolation,
 )
-from dla_infer_node.core.tensor_format import TensorLayout, pack, unpack
+from dla_infer_node.core.tensor_format import pack, unpack
+from dla_infer_node.core.tensor_layout import TensorLayout
 
 
 @pytest.mark.parametrize(

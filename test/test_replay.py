@@ -16,9 +16,10 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable (run the tests in the project .venv)")
 
-from dla_infer_node.bags.bag_io import BagReader, BagWriter  # noqa: E402
+from dla_infer_node.bags.bag_io import BagReader  # noqa: E402
+from dla_infer_node.bags.bag_writer import BagWriter  # noqa: E402
 from dla_infer_node.bags.capture import Recorder  # noqa: E402
-from dla_infer_node.bags.replay import Replayer, ReplayOptions  # noqa: E402
+from dla_infer_node.bags.replayer import Replayer, ReplayOptions  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "samples" / "sample_bag"

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dla_infer_node.core.errors import DlaInferError
-from dla_infer_node.core.tensor_format import TensorLayout, pack, unpack
+from dla_infer_node.core.tensor_format import pack, unpack
+from dla_infer_node.core.tensor_layout import TensorLayout
 
 ELEM = {"fp16": 2, "int8": 1}
 

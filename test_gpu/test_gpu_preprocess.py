@@ -25,7 +25,8 @@ from dla_infer_node.backends import gpu_preprocess as gp  # noqa: E402
 from dla_infer_node.core.errors import InputError  # noqa: E402
 from dla_infer_node.core.model_meta import InputSpec  # noqa: E402
 from dla_infer_node.core.preprocess import Preprocessor  # noqa: E402
-from dla_infer_node.core.tensor_format import TensorLayout, pack, unpack  # noqa: E402
+from dla_infer_node.core.tensor_format import pack, unpack  # noqa: E402
+from dla_infer_node.core.tensor_layout import TensorLayout  # noqa: E402
 
 COMBOS = [("linear", "fp16"), ("linear", "int8"), ("hwc4", "fp16"), ("hwc4", "int8"),
           ("chw16", "fp16"), ("chw32", "int8")]

@@ -29,7 +29,7 @@ def write_bag(path: Path) -> Counter[str]:
     from sensor_msgs.msg import CompressedImage
     from std_msgs.msg import Header
 
-    from dla_infer_node.bags.bag_io import BagWriter
+    from dla_infer_node.bags.bag_writer import BagWriter
     from dla_infer_node.core.synth import CLASS_NAMES, generate_scene
 
     truth: Counter[str] = Counter()

@@ -18,8 +18,9 @@ from typing import Any
 
 import cv2
 
-from dla_infer_node.bags.bag_io import BagReader, BagWriter
+from dla_infer_node.bags.bag_io import BagReader
 from dla_infer_node.bags.bag_meta import QosProfile
+from dla_infer_node.bags.bag_writer import BagWriter
 from dla_infer_node.core.synth import generate_scene
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ from typing import Any
 
 from dla_infer_node.artifact.sidecar import Artifact, TensorFacts
 from dla_infer_node.backends.cudla_errors import TensorError
-from dla_infer_node.core.tensor_format import LayoutError, TensorLayout
+from dla_infer_node.core.tensor_layout import LayoutError, TensorLayout
 
 
 @dataclass(frozen=True)

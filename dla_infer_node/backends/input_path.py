@@ -34,7 +34,7 @@ from dla_infer_node.core.errors import InputError, ParameterError
 if TYPE_CHECKING:
     from dla_infer_node.core.model_meta import InputSpec
     from dla_infer_node.core.preprocess import Letterbox
-    from dla_infer_node.core.tensor_format import TensorLayout
+    from dla_infer_node.core.tensor_layout import TensorLayout
 
 INPUT_PATH_KINDS = ("cpu", "gpu")
 

@@ -64,7 +64,7 @@ class Recorder:
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-        from dla_infer_node.bags.replay import import_message_type
+        from dla_infer_node.bags.replayer import import_message_type
 
         if reliability not in ("reliable", "best_effort"):
             raise ParameterError("reliability", reliability, "reliable or best_effort")
@@ -201,7 +201,7 @@ def write_output(path: Path, records: Sequence[Captured], topic: str, type_name:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(summarize(records, topic, type_name), indent=1) + "\n")
         return
-    from dla_infer_node.bags.bag_io import BagWriter
+    from dla_infer_node.bags.bag_writer import BagWriter
 
     with BagWriter(path, overwrite=True) as bag:
         bag.add_topic(topic, type_name)

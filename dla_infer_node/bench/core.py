@@ -31,7 +31,8 @@ from dla_infer_node.core.decode import make_decoder
 from dla_infer_node.core.model_meta import InputSpec, ModelMetadata, load_metadata, parse_metadata
 from dla_infer_node.core.preprocess import Letterbox, Preprocessor
 from dla_infer_node.core.resources import default_model_metadata
-from dla_infer_node.core.tensor_format import TensorLayout, pack, unpack
+from dla_infer_node.core.tensor_format import pack, unpack
+from dla_infer_node.core.tensor_layout import TensorLayout
 
 
 def _time(fn: Callable[[], object], iters: int) -> float:

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from dla_infer_node.core.model_meta import InputSpec
-from dla_infer_node.core.tensor_format import TensorLayout
+from dla_infer_node.core.tensor_layout import TensorLayout
 
 LAYOUTS = (("linear", "fp16"), ("linear", "int8"), ("hwc4", "fp16"), ("hwc4", "int8"),
            ("chw16", "fp16"), ("chw32", "int8"))

@@ -170,7 +170,7 @@ def report(args: argparse.Namespace, out: Path, reader: Any, topic: Any, frames:
            image_rx: dict[int, int], counters: dict[str, str]) -> int:
     from rclpy.serialization import deserialize_message
 
-    from dla_infer_node.bags.replay import import_message_type
+    from dla_infer_node.bags.replayer import import_message_type
     from dla_infer_node.core.image_io import to_bgr8
     from dla_infer_node.ros.ros_convert import frame_from_msg
 

@@ -41,7 +41,8 @@ from dla_infer_node.core.errors import InputError
 from dla_infer_node.core.image_io import RGB_INDEX, validate_image
 from dla_infer_node.core.model_meta import InputSpec
 from dla_infer_node.core.preprocess_gather import FusedGather, uniform_normalisation
-from dla_infer_node.core.tensor_format import TensorLayout, pack
+from dla_infer_node.core.tensor_format import pack
+from dla_infer_node.core.tensor_layout import TensorLayout
 
 
 @dataclass(frozen=True)
