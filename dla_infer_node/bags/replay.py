@@ -21,7 +21,7 @@ from typing import Any
 
 from dla_infer_node.bags.bag_io import BagError, BagReader
 from dla_infer_node.bags.replayer import Replayer, ReplayOptions, parse_remap
-from dla_infer_node.core.errors import DlaInferError, ParameterError
+from dla_infer_node.core.errors import DlaInferError
 from dla_infer_node.core.stop_signals import stop_on_signals
 
 
@@ -59,10 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def options_from_args(args: argparse.Namespace) -> ReplayOptions:
-    if not args.rate >= 0:  # also rejects nan
-        raise ParameterError("--rate", args.rate, "a number > 0 (or 0 for as fast as possible)")
-    if args.depth is not None and args.depth < 1:
-        raise ParameterError("--depth", args.depth, "an integer >= 1")
+    """The options of the command line; ReplayOptions checks --rate and --depth."""
     return ReplayOptions(
         rate=args.rate,
         loop=args.loop,

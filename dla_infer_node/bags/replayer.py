@@ -42,6 +42,17 @@ class ReplayOptions:
     wait_timeout: float = 10.0
     start_delay: float = 0.0
 
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """The rules for rate and depth, named as the command-line options (also run by :class:`Replayer`,
+        since the fields may have changed since construction)."""
+        if not self.rate >= 0:  # also rejects nan
+            raise ParameterError("--rate", self.rate, "a number > 0 (or 0 for as fast as possible)")
+        if self.depth is not None and self.depth < 1:
+            raise ParameterError("--depth", self.depth, "an integer >= 1")
+
 
 @dataclass
 class ReplayStats:
@@ -178,8 +189,7 @@ class Replayer:
     """Publishes a bag through publishers of ``node`` (rclpy must be initialised by the caller)."""
 
     def __init__(self, node: Any, bag: str, opts: ReplayOptions) -> None:
-        if not opts.rate >= 0:
-            raise ParameterError("--rate", opts.rate, "a number > 0 (or 0 for as fast as possible)")
+        opts.check()
         self.node = node
         self.opts = opts
         self.reader = BagReader(bag)
