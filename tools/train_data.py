@@ -24,6 +24,9 @@ CROP_KEEP = 0.6              # a box cut by a crop stays labelled with at least 
 BIG_EVERY = 2                # every N-th batch: BIG_BATCH windows of BIG_CROP (large objects fit); 0: off
 BIG_CROP = (640, 512)
 BIG_BATCH = 2
+# zoom range of the new scenes of a big batch (--big-zoom); None: ZOOM. Near 1 the whole windows show large
+# objects at the size they have at run time, where ZOOM's low end halves them
+BIG_ZOOM: tuple[float, float] | None = None
 CROP_ON_OBJECT = 0.0         # share of crops centred (with jitter) on a random object (tried: not better)
 # Objects cut below CROP_KEEP are unlabelled yet visible in the window; without IGNORE_CUT their cells are
 # trained as background, which teaches the network to suppress large objects (they are the ones most often
@@ -50,16 +53,18 @@ def letterbox(img: np.ndarray, dst_w: int, dst_h: int) -> tuple[np.ndarray, floa
     return canvas, scale, px, py
 
 
-def make_sample_u8(seed: int, train: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def make_sample_u8(seed: int, train: bool = True,
+                   zoom_range: tuple[float, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """One scene -> (H,W,3) uint8 RGB canvas, targets (N,5) [cls, cx, cy, w, h] in canvas px.
 
     ``train=False``: the deployed letterbox (canvas = network input). ``train=True``: the letterbox at the
-    deployed scale times a zoom drawn from ``ZOOM`` (seeded by the scene); :func:`random_crop` then takes
-    the training window from it (padding a canvas smaller than the window).
+    deployed scale times a zoom drawn from ``zoom_range`` (default ``ZOOM``; seeded by the scene: the same
+    draw whatever the range); :func:`random_crop` then takes the training window from it (padding a canvas
+    smaller than the window).
     """
     size_rng = np.random.default_rng(seed + 7_777_777)
     w, h = SIZES[int(size_rng.integers(0, len(SIZES)))]
-    zoom = float(size_rng.uniform(*ZOOM)) if train else 1.0
+    zoom = float(size_rng.uniform(*(zoom_range or ZOOM))) if train else 1.0
     if size_rng.random() < BROAD_SHARE:
         s = broad_scene(seed)
     else:  # denser than the default scenes: more supervised objects per unit of (scarce) CPU time
@@ -199,7 +204,8 @@ class ReplayFeed:
         self.batches += 1
         big = BIG_EVERY > 0 and self.batches % BIG_EVERY == 0
         size, batch_size = (BIG_CROP, BIG_BATCH) if big else ((CROP_W, CROP_H), self.batch_size)
-        new = [make_sample_u8(sd) for sd in range(self.next_seed, self.next_seed + self.fresh)]
+        zoom, seeds = (BIG_ZOOM if big else None), range(self.next_seed, self.next_seed + self.fresh)
+        new = [make_sample_u8(sd, zoom_range=zoom) for sd in seeds]
         self.next_seed += self.fresh
         n_replay = max(batch_size - self.fresh, 0) if self.ring else 0
         none = np.zeros(0, np.int64)

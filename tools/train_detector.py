@@ -80,6 +80,8 @@ def main() -> None:
                     help="every N-th batch holds --big-batch windows of --big-crop instead (0: never)")
     ap.add_argument("--big-crop", default="x".join(str(v) for v in data.BIG_CROP))
     ap.add_argument("--big-batch", type=int, default=data.BIG_BATCH)
+    ap.add_argument("--big-zoom", default=None,
+                    help="LO,HI: zoom range of the new scenes of big batches (default: --zoom's)")
     ap.add_argument("--broad", type=float, default=data.BROAD_SHARE,
                     help="share of training scenes from train_scenes.broad_scene (the rest: core.synth)")
     ap.add_argument("--crop-on-object", type=float, default=data.CROP_ON_OBJECT,
@@ -135,6 +137,11 @@ def main() -> None:
             ap.error(f"{name} {w}x{h}: both sides must be multiples of {8 * args.stem}")
     if not 0 < lo <= hi:
         ap.error(f"--zoom {args.zoom}: need 0 < LO <= HI")
+    if args.big_zoom is not None:
+        blo, bhi = (float(v) for v in args.big_zoom.split(","))
+        if not 0 < blo <= bhi:
+            ap.error(f"--big-zoom {args.big_zoom}: need 0 < LO <= HI")
+        data.BIG_ZOOM = (blo, bhi)
 
     if args.precision == "auto":
         args.precision = "bf16" if native_bf16() else "fp32"
@@ -300,6 +307,7 @@ def export(ema: torch.nn.Module, anchors: np.ndarray, args: argparse.Namespace, 
                      "crop_on_object": data.CROP_ON_OBJECT,
                      "ignore_cut": data.IGNORE_CUT, "big_every": data.BIG_EVERY,
                      "big_crop": list(data.BIG_CROP), "big_batch": data.BIG_BATCH,
+                     "big_zoom": list(data.BIG_ZOOM or data.ZOOM),
                      "batch": args.batch, "fresh_per_batch": args.fresh, "precision": args.precision,
                      "replay_capacity": args.replay_capacity, "scenes": scenes,
                      "train_seeds": f"[{args.seed * data.TRAIN_SEED_LIMIT // 10}, "
