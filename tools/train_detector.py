@@ -64,6 +64,17 @@ def native_bf16() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
+def zoom_range(ap: argparse.ArgumentParser, flag: str, text: str) -> tuple[float, float]:
+    """LO,HI with 0 < LO <= HI, else one line naming the flag (argparse's usage error, exit 2)."""
+    try:
+        lo, hi = (float(v) for v in text.split(","))
+    except ValueError:
+        ap.error(f"{flag} {text}: need two numbers LO,HI")
+    if not 0 < lo <= hi:
+        ap.error(f"{flag} {text}: need 0 < LO <= HI")
+    return lo, hi
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=0)
@@ -129,19 +140,13 @@ def main() -> None:
     data.BIG_CROP = (bw, bh)
     data.INPUT_W, data.INPUT_H = (int(v) for v in args.input.lower().split("x"))
     data.CROP_W, data.CROP_H = (int(v) for v in args.crop.lower().split("x"))
-    lo, hi = (float(v) for v in args.zoom.split(","))
-    data.ZOOM = (lo, hi)
+    data.ZOOM = zoom_range(ap, "--zoom", args.zoom)
     for name, (w, h) in (("--input", (data.INPUT_W, data.INPUT_H)),
                          ("--crop", (data.CROP_W, data.CROP_H))):
         if w % (8 * args.stem) or h % (8 * args.stem):
             ap.error(f"{name} {w}x{h}: both sides must be multiples of {8 * args.stem}")
-    if not 0 < lo <= hi:
-        ap.error(f"--zoom {args.zoom}: need 0 < LO <= HI")
     if args.big_zoom is not None:
-        blo, bhi = (float(v) for v in args.big_zoom.split(","))
-        if not 0 < blo <= bhi:
-            ap.error(f"--big-zoom {args.big_zoom}: need 0 < LO <= HI")
-        data.BIG_ZOOM = (blo, bhi)
+        data.BIG_ZOOM = zoom_range(ap, "--big-zoom", args.big_zoom)
 
     if args.precision == "auto":
         args.precision = "bf16" if native_bf16() else "fp32"
