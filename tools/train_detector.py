@@ -64,15 +64,24 @@ def native_bf16() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def zoom_range(ap: argparse.ArgumentParser, flag: str, text: str) -> tuple[float, float]:
-    """LO,HI with 0 < LO <= HI, else one line naming the flag (argparse's usage error, exit 2)."""
+def zoom_range(text: str) -> tuple[float, float]:
+    """argparse type of --zoom / --big-zoom: LO,HI with 0 < LO <= HI (argparse names the flag on error)."""
     try:
         lo, hi = (float(v) for v in text.split(","))
     except ValueError:
-        ap.error(f"{flag} {text}: need two numbers LO,HI")
+        raise argparse.ArgumentTypeError(f"{text!r}: need two numbers LO,HI") from None
     if not 0 < lo <= hi:
-        ap.error(f"{flag} {text}: need 0 < LO <= HI")
+        raise argparse.ArgumentTypeError(f"{text!r}: need 0 < LO <= HI")
     return lo, hi
+
+
+def size_wxh(text: str) -> tuple[int, int]:
+    """argparse type of --input / --crop / --big-crop: WxH in pixels."""
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: need WxH, two integers") from None
+    return w, h
 
 
 def main() -> None:
@@ -83,15 +92,16 @@ def main() -> None:
     ap.add_argument("--fresh", type=int, default=2,
                     help="new scenes per batch; the rest of the batch replays mirrored recent scenes")
     ap.add_argument("--replay-capacity", type=int, default=12000, help="scenes kept for replay (uint8)")
-    ap.add_argument("--input", default="640x512", help="deployed network input WxH (multiples of 8 x --stem)")
-    ap.add_argument("--crop", default="320x256",
+    ap.add_argument("--input", type=size_wxh, default="640x512",
+                    help="deployed network input WxH (multiples of 8 x --stem)")
+    ap.add_argument("--crop", type=size_wxh, default="320x256",
                     help="training crop WxH (multiples of 8 x --stem); equal to --input with --zoom 1,1 "
                          "trains on whole letterboxed scenes")
     ap.add_argument("--big-every", type=int, default=data.BIG_EVERY,
                     help="every N-th batch holds --big-batch windows of --big-crop instead (0: never)")
-    ap.add_argument("--big-crop", default="x".join(str(v) for v in data.BIG_CROP))
+    ap.add_argument("--big-crop", type=size_wxh, default="x".join(str(v) for v in data.BIG_CROP))
     ap.add_argument("--big-batch", type=int, default=data.BIG_BATCH)
-    ap.add_argument("--big-zoom", default=None,
+    ap.add_argument("--big-zoom", type=zoom_range, default=None,
                     help="LO,HI: zoom range of the new scenes of big batches (default: --zoom's)")
     ap.add_argument("--broad", type=float, default=data.BROAD_SHARE,
                     help="share of training scenes from train_scenes.broad_scene (the rest: core.synth)")
@@ -100,7 +110,7 @@ def main() -> None:
     ap.add_argument("--ignore-cut", action=argparse.BooleanOptionalAction, default=data.IGNORE_CUT,
                     help="objects a window cuts below the kept share neither count as objects nor as "
                          "background in the objectness loss (--no-ignore-cut: background, as before)")
-    ap.add_argument("--zoom", default="0.5,1.05",
+    ap.add_argument("--zoom", type=zoom_range, default="0.5,1.05",
                     help="LO,HI: training scenes are letterboxed at the deployed scale times U[LO, HI]")
     ap.add_argument("--stem", type=int, default=4, help="patchify stem kernel = stride (heads at 2/4/8 x it)")
     ap.add_argument("--stem-channels", type=int, default=32)
@@ -136,17 +146,13 @@ def main() -> None:
     data.BROAD_SHARE = args.broad
     data.IGNORE_CUT = args.ignore_cut
     data.BIG_EVERY, data.BIG_BATCH = args.big_every, args.big_batch
-    bw, bh = (int(v) for v in args.big_crop.lower().split("x"))
-    data.BIG_CROP = (bw, bh)
-    data.INPUT_W, data.INPUT_H = (int(v) for v in args.input.lower().split("x"))
-    data.CROP_W, data.CROP_H = (int(v) for v in args.crop.lower().split("x"))
-    data.ZOOM = zoom_range(ap, "--zoom", args.zoom)
+    data.BIG_CROP = args.big_crop
+    (data.INPUT_W, data.INPUT_H), (data.CROP_W, data.CROP_H) = args.input, args.crop
+    data.ZOOM, data.BIG_ZOOM = args.zoom, args.big_zoom
     for name, (w, h) in (("--input", (data.INPUT_W, data.INPUT_H)),
                          ("--crop", (data.CROP_W, data.CROP_H))):
         if w % (8 * args.stem) or h % (8 * args.stem):
             ap.error(f"{name} {w}x{h}: both sides must be multiples of {8 * args.stem}")
-    if args.big_zoom is not None:
-        data.BIG_ZOOM = zoom_range(ap, "--big-zoom", args.big_zoom)
 
     if args.precision == "auto":
         args.precision = "bf16" if native_bf16() else "fp32"
