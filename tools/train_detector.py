@@ -119,6 +119,10 @@ def main() -> None:
                     help="weight of the CIoU box loss (objectness 0.7, classes 0.3)")
     ap.add_argument("--small-ref", type=float, default=32.0,
                     help="weight box/class loss of objects under this many input px by ref/size (0: off)")
+    ap.add_argument("--anchors", choices=("kmeans", "log-grid"), default="kmeans",
+                    help="kmeans: k-means on this seed's scenes (the split of large sizes varies by seed); "
+                         "log-grid: square anchors log-spaced over the training box sizes, the same for "
+                         "every seed (ignored with --init, which brings its anchors)")
     ap.add_argument("--p2", action="store_true", help="add a fourth head at stride = stem (small objects)")
     ap.add_argument("--time-budget", type=float, default=3150.0,
                     help="wall seconds; a machine too slow for --iters shortens the plan once, at "
@@ -177,8 +181,9 @@ def main() -> None:
     elif args.init:  # the model the earlier run would have shipped (its EMA) is where this stage starts
         init = torch.load(args.init, weights_only=False)
         model.load_state_dict(init["ema"])
-    anchors_np = init["anchors"] if init else \
-        data.kmeans_anchors(args.seed, k=3 * levels).reshape(levels, 3, 2)
+    anchors_np = init["anchors"] if init else (
+        data.log_grid_anchors(k=3 * levels) if args.anchors == "log-grid"
+        else data.kmeans_anchors(args.seed, k=3 * levels)).reshape(levels, 3, 2)
     print("anchors (input px):", np.round(anchors_np, 1).tolist(), flush=True)
     anchors = torch.from_numpy(anchors_np.astype(np.float32))
     # channels-last activations: oneDNN's convolutions run ~25 % faster per sample on this CPU
@@ -312,6 +317,7 @@ def export(ema: torch.nn.Module, anchors: np.ndarray, args: argparse.Namespace, 
                      "planned_iterations": plan, "requested_iterations": args.iters,
                      "time_bound": stopped_at is not None and stopped_at != args.stop_at,
                      "stem": args.stem, "stem_channels": args.stem_channels, "p2": args.p2,
+                     "anchor_method": "init" if init_from else args.anchors,
                      "width": args.width, "box_weight": args.box_weight,
                      "small_ref": args.small_ref, "crop": [data.CROP_W, data.CROP_H],
                      "zoom": list(data.ZOOM), "broad_share": data.BROAD_SHARE,
