@@ -82,9 +82,14 @@ def make_sample(seed: int) -> tuple[np.ndarray, np.ndarray]:
     return canvas.transpose(2, 0, 1).astype(np.float32) / 255.0, t
 
 
+def box_wh(scene_seeds: range) -> np.ndarray:
+    """(N, 2) w/h in input pixels of every box of the training scenes with these seeds (the anchor fits)."""
+    return np.concatenate([make_sample_u8(s)[1][:, 3:5] for s in scene_seeds])
+
+
 def kmeans_anchors(seed: int, n_scenes: int = 300, k: int = 9) -> np.ndarray:
     """k-means (1 - IoU distance) on the w/h of training-scene boxes in input pixels; sorted by area."""
-    wh = np.concatenate([make_sample_u8(seed * 131 + i)[1][:, 3:5] for i in range(n_scenes)])
+    wh = box_wh(range(seed * 131, seed * 131 + n_scenes))
     rng = np.random.default_rng(seed)
     centers = wh[rng.choice(len(wh), k, replace=False)]
 
@@ -112,7 +117,7 @@ def log_grid_anchors(k: int = 9, n_scenes: int = 300) -> np.ndarray:
     size give every part of the size range about the same anchor IoU. Square, because objects turn through
     every angle (k-means anchors stay within 7 % of square).
     """
-    wh = np.concatenate([make_sample_u8(i)[1][:, 3:5] for i in range(n_scenes)])
+    wh = box_wh(range(n_scenes))
     lo, hi = np.percentile(np.sqrt(wh.prod(1)), [1.0, 99.5])
     side = np.exp(np.linspace(np.log(lo), np.log(hi), k))
     return np.stack([side, side], 1)
