@@ -52,7 +52,7 @@ def run_build_and_doctor(root: Path, commands: list[str], ros_env: dict[str, str
         cmd, _, comment = line.partition("#")
         argv = shlex.split(cmd)
         version = "11.4.1" if "jp7" in cmd else "10.3"
-        head = ([sys.executable, "-m", "dla_infer_node.artifact.build_cli"] if argv[0] == "dla_build"
+        head = ([sys.executable, "-m", "dla_infer_node.dla_build.build_cli"] if argv[0] == "dla_build"
                 else [sys.executable, str(HARNESS), str(root / "emu"), "doctor"])
         p = subprocess.run(head + argv[1:], cwd=root, env=line_env(cmd, ros_env), capture_output=True,
                            text=True, timeout=120)

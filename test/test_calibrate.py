@@ -20,12 +20,13 @@ import yaml
 from _build_fixtures import REPO, copy_model, fake_env
 from onnx import TensorProto, numpy_helper
 
-from dla_infer_node.artifact import calibrate, convert, onnx_facts
 from dla_infer_node.core.synth import generate_scene
+from dla_infer_node.dla_build import convert, onnx_facts
+from dla_infer_node.dla_build.calibration_frames import FrameSource, calibration_tensors
 
 
 def dla_build(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dla_infer_node.artifact.build_cli", *argv], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "dla_infer_node.dla_build.build_cli", *argv], cwd=cwd,
                           env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -90,10 +91,8 @@ def test_int8_heads_puts_the_output_layers_in_int8_too(tmp_path: Path) -> None:
 
 
 def test_qdq_onnx_runs_and_tracks_the_fp32_model(calibrated: dict[str, Any]) -> None:
-    from dla_infer_node.artifact.calibration_frames import FrameSource
-
     meta = REPO / "models" / "shapes_yolo.meta.yaml"
-    feeds = list(calibrate.calibration_tensors(FrameSource(scenes=2), meta))
+    feeds = list(calibration_tensors(FrameSource(scenes=2), meta))
     a = ort.InferenceSession(str(calibrated["model"]), providers=["CPUExecutionProvider"])
     opts = ort.SessionOptions()  # unoptimized, as the onnxruntime backend runs fp16 graphs (its docstring)
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL

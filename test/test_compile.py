@@ -4,24 +4,22 @@ numeric cuDLA status table (binding-spelling independent)."""
 from __future__ import annotations
 
 import hashlib
-import importlib.machinery
-import shutil
 import subprocess
 import sys
-import types
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _build_fixtures import FAKES, IN_SCALE, copy_model, fake_env, write_cache, write_fp16, write_qdq
 
-from dla_infer_node.artifact import build_cli, onnx_facts, trt_support
+from dla_infer_node.artifact import trt_support
 from dla_infer_node.artifact.sidecar import load_artifact
 from dla_infer_node.backends import cudla_errors as ce
+from dla_infer_node.dla_build import build_cli, convert, onnx_facts
 
 
 def dla_build(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dla_infer_node.artifact.build_cli", *argv], env=env,
+    return subprocess.run([sys.executable, "-m", "dla_infer_node.dla_build.build_cli", *argv], env=env,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -76,11 +74,6 @@ def test_missing_inputs_on_the_typed_line_are_one_line(tmp_path: Path) -> None:
     p = dla_build(["compile", str(model), "--trt-version", "11.4.1", "--precision", "int8", "--out", str(out),
                    "--calibration-cache", str(model)])
     assert p.returncode == 2 and "no --calib" in p.stderr
-    if shutil.which("true") and not (Path(build_cli.__file__).parent / "convert.py").exists():
-        p = dla_build(["compile", str(model), "--trt-version", "11.4.1", "--precision", "fp16", "--out",
-                       str(out)])
-        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
-        assert "dla_infer_node.artifact.convert" in p.stderr
 
 
 def test_fp16_on_typed_line_converts_first(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
@@ -92,10 +85,7 @@ def test_fp16_on_typed_line_converts_first(tmp_path: Path, monkeypatch: Any, cap
         calls.append((src, dst))
         return write_fp16(dst.parent)
 
-    stub = types.ModuleType("dla_infer_node.artifact.convert")
-    stub.__spec__ = importlib.machinery.ModuleSpec(stub.__name__, None)
-    stub.convert_fp16 = convert_fp16  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, stub.__name__, stub)
+    monkeypatch.setattr(convert, "convert_fp16", convert_fp16)
     for k, v in fake_env("11.4.1").items():
         monkeypatch.setenv(k, v)
     out = tmp_path / "build" / "m.loadable"
@@ -166,7 +156,7 @@ def test_sidecar_subcommand_and_revision(tmp_path: Path) -> None:
     art = load_artifact(str(out) + ".yaml")
     assert art.source_model["revision"] == "unknown" and "--fp16" in art.build["command"]
     # inside the repository: git describe of the model's folder
-    from dla_infer_node.artifact.sidecar_writer import git_revision
+    from dla_infer_node.dla_build.sidecar_writer import git_revision
 
     repo_rev = subprocess.run(["git", "describe", "--always", "--dirty", "--tags"], cwd=FAKES,
                               capture_output=True, text=True).stdout.strip()

@@ -1,5 +1,5 @@
 """The package's rooms depend one way: core <- artifact <- backends <- {ros, bags, cli, bench}; bags needs
-only core, and artifact reads it (calibration frames from a recording).
+only core; the build tool dla_build reads core, artifact and bags (calibration frames from a recording).
 
 Checked two ways: statically (every import statement, including the lazy ones inside functions, of every
 module in a room) and at run time (importing every module of core, artifact and backends in a fresh
@@ -16,23 +16,25 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "dla_infer_node"
-ROOMS = ("core", "artifact", "backends", "ros", "bags", "cli", "bench")
+ROOMS = ("core", "artifact", "dla_build", "backends", "ros", "bags", "cli", "bench")
 # what each room may import from the package (itself always)
 ALLOWED = {
     "core": set(),
-    "artifact": {"core", "bags"},  # calibration reads frames from a recording (bags.bag_io)
+    "artifact": {"core"},
+    "dla_build": {"core", "artifact", "bags"},  # calibration reads frames from a recording (bags.bag_io)
     "backends": {"core", "artifact"},
     "ros": {"core", "artifact", "backends"},
     "bags": {"core"},
     "cli": {"core", "artifact", "backends", "ros", "bags"},
-    "bench": {"core", "artifact", "backends", "ros", "bags", "cli"},
+    "bench": {"core", "artifact", "dla_build", "backends", "ros", "bags", "cli"},
 }
 ROS_MODULES = ("rclpy", "rcl_interfaces", "sensor_msgs", "std_msgs", "vision_msgs", "diagnostic_msgs",
                "builtin_interfaces", "lifecycle_msgs", "launch", "launch_ros")
 CUDA_MODULES = ("cuda", "cupy", "pycuda", "tensorrt")
 # rooms that may never import these at all, not even lazily
 FORBIDDEN = {"core": ROS_MODULES + CUDA_MODULES + ("onnxruntime",),
-             "artifact": ROS_MODULES + CUDA_MODULES, "backends": ROS_MODULES}
+             "artifact": ROS_MODULES + CUDA_MODULES, "dla_build": ROS_MODULES + CUDA_MODULES,
+             "backends": ROS_MODULES}
 
 
 def imported_modules(path: Path) -> list[tuple[int, str]]:
@@ -94,7 +96,7 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
 
 
 def test_core_artifact_backends_import_without_ros_or_cuda() -> None:
-    rooms = ("core", "artifact", "backends")
+    rooms = ("core", "artifact", "dla_build", "backends")
     mods = [f"dla_infer_node.{r}.{p.stem}" for r in rooms for p in modules_of(r) if p.stem != "__init__"]
     code = ("import importlib, sys\n"
             f"for m in {mods!r}: importlib.import_module(m)\n"
@@ -104,3 +106,60 @@ def test_core_artifact_backends_import_without_ros_or_cuda() -> None:
                          check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
     assert len(mods) > 20
+
+
+def module_edges(room: str) -> dict[str, set[str]]:
+    """Module -> the package modules it imports (lazy imports included; ``from pkg import mod`` names mod)."""
+    names = {f"dla_infer_node.{room}.{p.stem}" for p in modules_of(room) if p.stem != "__init__"}
+    edges: dict[str, set[str]] = {}
+    for path in modules_of(room):
+        if path.stem == "__init__":
+            continue
+        me = f"dla_infer_node.{room}.{path.stem}"
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                found.add(node.module)
+                found |= {f"{node.module}.{a.name}" for a in node.names}
+        edges[me] = (found & names) - {me}
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Every import circle, each as the modules on it (depth-first search from each module)."""
+    out: list[list[str]] = []
+    for start in sorted(edges):
+        stack = [(start, [start])]
+        while stack:
+            node, path = stack.pop()
+            for nxt in sorted(edges.get(node, ())):
+                if nxt == start:
+                    out.append(path)
+                elif nxt not in path and nxt > start:  # each circle once, from its smallest module
+                    stack.append((nxt, [*path, nxt]))
+    return out
+
+
+def test_the_cycle_finder_finds_a_two_module_circle() -> None:
+    assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+@pytest.mark.parametrize("room", ["artifact", "dla_build"])
+def test_no_import_circles(room: str) -> None:
+    """Two modules that import each other (even lazily, even for type hints) are one subject split in two."""
+    assert cycles(module_edges(room)) == []
+
+
+def test_build_cli_dispatches_by_a_table_of_functions() -> None:
+    """Readers and tools can follow every subcommand to its function: no importlib on module-name strings."""
+    from dla_infer_node.dla_build import build_cli
+
+    source = (PKG / "dla_build" / "build_cli.py").read_text()
+    assert "importlib" not in source
+    assert list(build_cli.SUBCOMMANDS) == ["lint", "trim", "calibrate", "convert", "compile", "sidecar"]
+    for name, step in build_cli.SUBCOMMANDS.items():
+        assert callable(step.run) and callable(step.add_arguments), name
+        assert step.run.__module__.startswith("dla_infer_node.dla_build."), name

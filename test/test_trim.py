@@ -19,13 +19,13 @@ import yaml
 from _core_fixtures import make_metadata
 from _yolo_graphs import REG_MAX, V8_H, V8_NAMES, V8_NC, V8_W, build_v5_final, build_v8_final
 
-from dla_infer_node.artifact.build_cli import main as dla_build
 from dla_infer_node.core.decode import make_decoder
 from dla_infer_node.core.detections import Detections
 from dla_infer_node.core.model_meta import load_metadata
 from dla_infer_node.core.preprocess import preprocess
 from dla_infer_node.core.resources import default_model_metadata
 from dla_infer_node.core.synth import generate_scene
+from dla_infer_node.dla_build.build_cli import main as dla_build
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "test" / "fixtures" / "yolo"
@@ -104,7 +104,7 @@ def test_trim_outputs_option_cuts_where_told(tmp_path: Path) -> None:
      "not the YOLOv5"),
 ])
 def test_bad_input_is_one_line_exit_2(argv: list[str], message: str) -> None:
-    p = subprocess.run([sys.executable, "-m", "dla_infer_node.artifact.build_cli", *argv],
+    p = subprocess.run([sys.executable, "-m", "dla_infer_node.dla_build.build_cli", *argv],
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert p.returncode == 2, p.stderr
     assert p.stderr.count("\n") == 1 and message in p.stderr and "Traceback" not in p.stderr

@@ -35,7 +35,7 @@ from typing import Any
 # the loadable's file checks live in loadable_file; re-exported here, where callers have always found them
 from dla_infer_node.artifact.loadable_file import MAX_LOADABLE_BYTES as MAX_LOADABLE_BYTES
 from dla_infer_node.artifact.loadable_file import check_loadable_file as check_loadable_file
-from dla_infer_node.artifact.loadable_file import read_loadable as read_loadable
+from dla_infer_node.artifact.loadable_file import read_checked
 from dla_infer_node.core.errors import ModelError
 from dla_infer_node.core.model_meta import ModelMetadata, load_metadata, parse_metadata
 from dla_infer_node.core.output_shapes import check_output_shapes
@@ -276,3 +276,8 @@ def default_sidecar(loadable: str | Path) -> Path:
     """``model.loadable`` -> ``model.loadable.yaml``."""
     p = Path(loadable)
     return p.with_name(p.name + ".yaml")
+
+
+def read_loadable(artifact: Artifact, max_bytes: int = MAX_LOADABLE_BYTES) -> bytes:
+    """The loadable's bytes, after the file checks and (when the sidecar has one) the sha256 check."""
+    return read_checked(artifact.loadable_path, artifact.loadable_sha256, artifact.sidecar_path, max_bytes)

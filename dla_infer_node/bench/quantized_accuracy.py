@@ -49,8 +49,8 @@ def _score(meta: Path, onnx: Path, scenes: int) -> dict[str, Any]:
 
 
 def measure(scenes: int, calib_scenes: int, methods: list[str]) -> dict[str, Any]:
-    from dla_infer_node.artifact import calibrate, convert
     from dla_infer_node.cli.evaluate import EVAL_FIRST_SEED
+    from dla_infer_node.dla_build import calibrate, convert
 
     rows: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="dla_qacc_") as tmp:

@@ -12,7 +12,7 @@ It behaves like the real tool where our build step depends on it, and writes an 
   int8 io tensors take their scale from the Q/DQ ONNX;
 * 11.2: no DLA in this TensorRT: ``--useDLACore`` fails.
 
-The ONNX checks are written here, independently of dla_infer_node.artifact.onnx_facts, so the tests
+The ONNX checks are written here, independently of dla_infer_node.dla_build.onnx_facts, so the tests
 cross-check the package's reading of a model.
 """
 

@@ -1,8 +1,4 @@
-"""Compile an ONNX detector into a DLA loadable with the trtexec command of the robot's TensorRT.
-
-    dla_build compile MODEL.onnx --precision fp16|int8 --out X.loadable [--trt-version V] [--dla-core N]
-                      [--input-format F] [--output-format F] [--calibration-cache C] [--dry-run]
-                      [--revision R] [--metadata META]
+"""A loadable's build, planned: the trtexec command of a TensorRT line, the ONNX it reads, the io formats.
 
 The TensorRT version (``--trt-version``, else ``trtexec --version`` from PATH) picks the line
 (``artifact.trt_support``):
@@ -11,48 +7,74 @@ The TensorRT version (``--trt-version``, else ``trtexec --version`` from PATH) p
   ``--int8 --fp16 --calib=CACHE`` (int8 needs ``--calibration-cache``; ``--fp16`` lets layers without an
   int8 kernel and fp16 io tensors exist).
 * ``11.x-typed`` (11.4.1+, JetPack >= 7.2.2): no precision flag exists; the ONNX's own types decide.
-  fp16: an fp16-typed MODEL is used as is; an fp32 one is first converted with
-  ``dla_infer_node.artifact.convert.convert_fp16(src: Path, dst: Path) -> Path`` into
-  ``<out folder>/<stem>.fp16.onnx`` (the file built from is printed). int8: MODEL must be a Q/DQ ONNX, or
-  ``<stem>.qdq.onnx`` must lie next to it - the file ``dla_build calibrate`` writes (``qdq_path_for``).
+  fp16: an fp16-typed MODEL is used as is; an fp32 one is first converted (``convert.convert_fp16``)
+  into ``<out folder>/<stem>.fp16.onnx`` (the file built from is printed). int8: MODEL must be a Q/DQ
+  ONNX, or ``<stem>.qdq.onnx`` must lie next to it - the file ``dla_build calibrate`` writes.
 
 Always ``--useDLACore=N --buildDLAStandalone --inputIOFormats=... --outputIOFormats=... --saveEngine=X``.
 Default io formats: input ``<dtype>:dla_hwc4`` for an image of <= 4 channels (else chw16 / chw32), outputs
 ``fp16:chw16``; on the 11.x line an ONNX whose io is all fp16 (what convert and calibrate write) gets fp16
-io, as a strongly typed network's io formats carry its tensors' types. trtexec runs when it is on PATH
-(without ``--dry-run``) and the sidecar is written next to the loadable; otherwise the command is printed,
-with the ``dla_build sidecar`` command to run after.
+io, as a strongly typed network's io formats carry its tensors' types. ``compile`` and ``sidecar`` share
+this plan, so a sidecar written for a loadable built by hand records the same command.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import shlex
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dla_infer_node.artifact import onnx_facts, trt_support
-from dla_infer_node.artifact.sidecar_writer import (
-    PrecisionSource,
-    build_doc,
-    find_metadata,
-    parse_io_formats,
-    write_sidecar,
-)
+from dla_infer_node.artifact import trt_support
+from dla_infer_node.artifact.sidecar import TRTEXEC_FORMATS
 from dla_infer_node.core.errors import ModelError
+from dla_infer_node.dla_build import convert, onnx_facts
+from dla_infer_node.dla_build.model_files import find_metadata, qdq_path_for
 
-CONVERT_MODULE = "dla_infer_node.artifact.convert"  # provides convert_fp16(src, dst) -> Path
 FLOAT16 = 10  # onnx.TensorProto.FLOAT16
 
 
-def qdq_path_for(model: Path) -> Path:
-    """Where ``dla_build calibrate`` leaves the Q/DQ ONNX of ``model``: ``<stem>.qdq.onnx`` beside it."""
-    return model.with_name(f"{onnx_facts.model_stem(model)}.qdq.onnx")
+@dataclass(frozen=True)
+class PrecisionSource:
+    """Where the int8 scales / fp16 types came from: ``calibration_cache``, ``qdq_onnx``, ``typed_onnx``
+    (an fp16 ONNX on the 11.x line) or ``builder_flag`` (--fp16 on the 10.x line)."""
+
+    kind: str
+    path: Path | None = None
+
+    def record(self) -> dict[str, Any]:
+        p = self.path
+        return {"kind": self.kind, "path": str(p) if p else None,
+                "sha256": onnx_facts.sha256_file(p) if p and p.is_file() else None}
+
+
+def parse_io_formats(spec: str, count: int, side: str) -> list[tuple[str, str]]:
+    """``"int8:dla_hwc4"`` or ``"fp16:chw16,fp16:chw16"`` -> [(dtype, format)] for ``count`` tensors;
+    one entry is repeated for every tensor."""
+    entries = [e.strip() for e in spec.split(",") if e.strip()]
+    if len(entries) == 1:
+        entries *= count
+    if len(entries) != count:
+        raise ModelError(f"{len(entries)} {side} formats for {count} {side} tensors", call="parse_io_formats",
+                         params={"spec": spec})
+    out = []
+    for e in entries:
+        dtype, _, fmt = e.partition(":")
+        if dtype not in ("fp16", "int8") or fmt not in TRTEXEC_FORMATS:
+            raise ModelError(f"{side} format {e!r}: expected fp16|int8 : {'|'.join(TRTEXEC_FORMATS)} "
+                             f"(trtexec spelling, e.g. int8:dla_hwc4)", call="parse_io_formats",
+                             params={"spec": spec})
+        if (dtype, fmt) in (("int8", "chw16"), ("fp16", "chw32")):
+            raise ModelError(f"{side} format {e!r}: chw16 holds fp16, chw32 holds int8",
+                             call="parse_io_formats", params={"spec": spec})
+        if side == "output" and fmt == "dla_hwc4":
+            raise ModelError("dla_hwc4 is an input-only format", call="parse_io_formats",
+                             params={"spec": spec})
+        out.append((dtype, fmt))
+    return out
 
 
 def fp16_path_for(model: Path, out: Path) -> Path:
@@ -127,11 +149,6 @@ def _typed_source(args: argparse.Namespace, model: Path, out: Path, run_convert:
         return model, PrecisionSource("typed_onnx", model)
     dst = Path(getattr(args, "built_from", None) or fp16_path_for(model, out))
     if run_convert:
-        try:
-            convert = importlib.import_module(CONVERT_MODULE)
-        except ModuleNotFoundError as exc:
-            raise _fail(f"fp16 on TensorRT 11.4.1+ needs an fp16-typed ONNX and {CONVERT_MODULE} "
-                        f"(dla_build convert) is not installed to make one from the fp32 {model}") from exc
         dst.parent.mkdir(parents=True, exist_ok=True)
         dst = Path(convert.convert_fp16(model, dst))
         notes.append(f"building from the fp16-typed ONNX {dst} (converted from {model})")
@@ -192,14 +209,6 @@ def plan_build(args: argparse.Namespace, run_convert: bool = True) -> BuildPlan:
                      notes)
 
 
-def sidecar_doc(plan: BuildPlan, args: argparse.Namespace, loadable: Path) -> dict[str, Any]:
-    command = getattr(args, "trtexec_command", None) or plan.command
-    return build_doc(loadable=loadable, onnx=plan.onnx, built_from=plan.built_from,
-                     tensorrt_version=plan.version, precision=plan.precision, input_formats=plan.inputs,
-                     output_formats=plan.outputs, command=command, source=plan.source,
-                     revision=args.revision, meta_path=plan.meta, dla_core=args.dla_core)
-
-
 def sidecar_command(plan: BuildPlan, args: argparse.Namespace) -> str:
     """The ``dla_build sidecar`` call that records a loadable built elsewhere with ``plan.command``."""
     argv = ["dla_build", "sidecar", str(Path(args.out)), f"--onnx={plan.onnx}",
@@ -213,41 +222,3 @@ def sidecar_command(plan: BuildPlan, args: argparse.Namespace) -> str:
     if args.revision:
         argv.append(f"--revision={args.revision}")
     return shlex.join(argv)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", help="the fp32 ONNX (or, on 11.4.1+, an fp16-typed or Q/DQ ONNX)")
-    parser.add_argument("--precision", choices=("fp16", "int8"), required=True)
-    parser.add_argument("--out", required=True, help="the loadable to write (X.loadable)")
-    parser.add_argument("--trt-version", help="the robot's TensorRT (default: trtexec --version from PATH)")
-    parser.add_argument("--dla-core", type=int, default=0, help="DLA core the loadable is built for")
-    parser.add_argument("--input-format", help="trtexec spelling, e.g. int8:dla_hwc4 or fp16:chw16")
-    parser.add_argument("--output-format", help="trtexec spelling, one for all outputs or one per output")
-    parser.add_argument("--calibration-cache", help="TensorRT 10.x int8: the calibration cache")
-    parser.add_argument("--dry-run", action="store_true", help="print the command, run nothing")
-    parser.add_argument("--revision", help="model revision for the sidecar (default: git describe)")
-    parser.add_argument("--metadata", help="model metadata YAML (default: <model>.meta.yaml)")
-
-
-def run(args: argparse.Namespace) -> int:
-    trtexec = shutil.which("trtexec")
-    plan = plan_build(args, run_convert=not args.dry_run)
-    for note in plan.notes:
-        print(note)
-    print(f"TensorRT {plan.version} ({plan.line}), {plan.precision}:")
-    print(plan.command)
-    if args.dry_run or trtexec is None:
-        why = "dry run" if args.dry_run else "trtexec is not on PATH"
-        print(f"({why}: not run; after building it, record it with)\n{sidecar_command(plan, args)}")
-        return 0
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([trtexec, *plan.argv[1:]], capture_output=True, text=True)
-    if proc.returncode != 0 or not out.is_file():
-        lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
-        last = next((ln for ln in reversed(lines) if "[E]" in ln or "rror" in ln), lines[-1] if lines else "")
-        print(f"dla_build compile: trtexec failed (exit {proc.returncode}): {last.strip()}", file=sys.stderr)
-        return 1
-    sidecar = write_sidecar(sidecar_doc(plan, args, out), out)
-    print(f"loadable: {out}\nsidecar: {sidecar}")
-    return 0

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dla_infer_node.artifact.dla_limits import (
+from dla_infer_node.dla_build.dla_limits import (
     ACTIVATIONS,
     COMPARISONS,
     CONV_DILATION,
@@ -50,7 +50,7 @@ from dla_infer_node.artifact.dla_limits import (
     rank_of,
     spatial,
 )
-from dla_infer_node.artifact.dla_rules_data import (
+from dla_infer_node.dla_build.dla_rules_data import (
     check_batchnorm,
     check_resize,
     check_shuffle,

@@ -4,7 +4,7 @@
                         [--seed S] [--method minmax|entropy|percentile] [--cache C] [--qdq-out Q]
                         [--trt-version V] [--metadata META]
 
-Frames come from ``artifact.calibration_frames`` and go through the package's own preprocess (the one the
+Frames come from ``dla_build.calibration_frames`` and go through the package's own preprocess (the one the
 node runs), so the ranges are those of the tensors the DLA will see. ONNX Runtime's calibrator (MinMax,
 Entropy or Percentile) measures every activation once; from those ranges come
 
@@ -31,18 +31,20 @@ import io
 import logging
 import math
 import struct
-import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
 import numpy as np
 
-from dla_infer_node.artifact import onnx_facts, trt_support
-from dla_infer_node.artifact.calibration_frames import FrameSource
+from dla_infer_node.artifact import trt_support
 from dla_infer_node.core.errors import ModelError, ParameterError
+from dla_infer_node.core.model_meta import load_metadata
+from dla_infer_node.dla_build.calibration_frames import FrameSource, Progress, calibration_tensors
+from dla_infer_node.dla_build.fp16 import checked_fp16, save_portable
+from dla_infer_node.dla_build.model_files import cache_path_for, find_metadata, qdq_path_for
+from dla_infer_node.dla_build.onnx_facts import qdq_scales
 
 METHODS = {"minmax": ("MinMax", "MinMaxCalibration"), "entropy": ("Entropy", "EntropyCalibration2"),
            "percentile": ("Percentile", "PercentileCalibration")}  # ours -> (ORT method, TRT cache tag)
@@ -71,39 +73,6 @@ def write_trt_cache(path: Path, ranges: list[TensorRange], tag: str) -> Path:
     lines = [tag] + [f"{r.name}: {struct.pack('>f', r.scale).hex()}" for r in ranges]
     path.write_text("\n".join(lines) + "\n", encoding="ascii")
     return path
-
-
-class Progress:
-    """A progress bar on stderr: redrawn in place on a terminal, a line per tenth otherwise (logs)."""
-
-    def __init__(self, total: int, stream: TextIO = sys.stderr, width: int = 30) -> None:
-        self.total, self.stream, self.width, self.done = max(total, 1), stream, width, 0
-        self.tty = stream.isatty()
-
-    def step(self) -> None:
-        self.done += 1
-        tenth = self.done * 10 // self.total
-        if self.tty or tenth != (self.done - 1) * 10 // self.total or self.done == self.total:
-            filled = self.width * self.done // self.total
-            bar = "#" * filled + "." * (self.width - filled)
-            end = "\r" if self.tty and self.done < self.total else "\n"
-            self.stream.write(f"calibrating [{bar}] {self.done}/{self.total}{end}")
-            self.stream.flush()
-
-
-def calibration_tensors(source: FrameSource, meta_path: Path, progress: Progress | None = None
-                        ) -> Iterator[dict[str, np.ndarray]]:
-    """The model input, one preprocessed frame at a time, as ONNX Runtime's data reader feeds it."""
-    from dla_infer_node.core.model_meta import load_metadata
-    from dla_infer_node.core.preprocess import Preprocessor
-
-    meta = load_metadata(meta_path)
-    pre = Preprocessor(meta.input)
-    for image, encoding in source.frames():
-        tensor, _ = pre(image, encoding)
-        if progress:
-            progress.step()
-        yield {meta.input.name: tensor.copy()}  # the preprocessor reuses its buffer
 
 
 # the calibrator's settings: symmetric ranges, and TensorRT's entropy histogram (2048 bins folded into 128
@@ -178,8 +147,6 @@ def _typed_fp16(qdq: Path) -> None:
     import onnx
     from onnx import version_converter
 
-    from dla_infer_node.artifact.convert import checked_fp16, save_portable
-
     model = onnx.load(str(qdq))
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     if opset < 19:
@@ -195,8 +162,6 @@ def _first(value: object) -> float:
 def _as_quantized(ranges: list[TensorRange], qdq: Path) -> list[TensorRange]:
     """The ranges the Q/DQ ONNX actually uses. ONNX Runtime gives a Conv output followed by its ReLU the
     ReLU's range (the pair runs as one layer); TensorRT fuses the same pair, so the cache says the same."""
-    from dla_infer_node.artifact.onnx_facts import qdq_scales
-
     used = qdq_scales(qdq)
     out = []
     for r in ranges:
@@ -250,10 +215,6 @@ def source_from(args: argparse.Namespace) -> FrameSource:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dla_infer_node.artifact.compile import qdq_path_for
-    from dla_infer_node.artifact.sidecar_writer import find_metadata
-    from dla_infer_node.core.model_meta import load_metadata
-
     model = Path(args.model)
     if not model.is_file():
         raise ParameterError("MODEL", str(model), "an existing ONNX file")
@@ -273,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
     if bad:
         raise ModelError(f"non-finite activation ranges (the model overflows on these frames): {bad[:5]}",
                          call="calibrate", params={"model": str(model)})
-    cache = args.cache or model.with_name(f"{onnx_facts.model_stem(model)}.calib")
+    cache = args.cache or cache_path_for(model)
     write_trt_cache(cache, ranges, cache_tag(args.trt_version, args.method))
     print(summary(ranges, input_name))
     if not args.int8_heads:

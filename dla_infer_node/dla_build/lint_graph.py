@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dla_infer_node.artifact import dla_rules
-from dla_infer_node.artifact.dla_limits import NodeFacts, Shape
 from dla_infer_node.core.errors import ModelError
+from dla_infer_node.dla_build import dla_rules
+from dla_infer_node.dla_build.dla_limits import NodeFacts, Shape
 
 if TYPE_CHECKING:
     import onnx
