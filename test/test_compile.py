@@ -133,13 +133,14 @@ def test_compile_int8_flags_line_writes_a_sidecar_that_loads(tmp_path: Path, mon
     b = art.build
     assert (b["tensorrt_version"], b["tensorrt_line"], b["precision"]) == ("10.3.0", "10.x-flags", "int8")
     assert "--int8" in b["command"] and f"--calib={cache}" in b["command"]
-    assert b["precision_source"] == {"kind": "calibration_cache", "path": str(cache),
+    # paths relative to the sidecar (here its own folder), so that a copied artifact still resolves
+    assert b["precision_source"] == {"kind": "calibration_cache", "path": "shapes_yolo.calib",
                                      "sha256": hashlib.sha256(cache.read_bytes()).hexdigest()}
     assert art.inputs[0].dtype == "int8" and art.inputs[0].format == "hwc4"
     assert art.inputs[0].scale == pytest.approx(IN_SCALE, rel=1e-6)
     assert [o.format for o in art.outputs] == ["chw16"] * 3
     assert art.loadable_sha256 == hashlib.sha256(out.read_bytes()).hexdigest()
-    assert art.source_model == {"path": str(model), "sha256": onnx_facts.sha256_file(model),
+    assert art.source_model == {"path": "shapes_yolo.onnx", "sha256": onnx_facts.sha256_file(model),
                                 "revision": "v1.2"}
     assert art.emulated and art.metadata.classes[0] == "circle"
 

@@ -33,6 +33,7 @@ from dla_infer_node.artifact.sidecar import TRTEXEC_FORMATS
 from dla_infer_node.core.errors import ModelError
 from dla_infer_node.dla_build import convert, onnx_facts
 from dla_infer_node.dla_build.model_files import find_metadata, qdq_path_for
+from dla_infer_node.dla_build.trt_cache import cache_for
 
 FLOAT16 = 10  # onnx.TensorProto.FLOAT16
 
@@ -44,11 +45,6 @@ class PrecisionSource:
 
     kind: str
     path: Path | None = None
-
-    def record(self) -> dict[str, Any]:
-        p = self.path
-        return {"kind": self.kind, "path": str(p) if p else None,
-                "sha256": onnx_facts.sha256_file(p) if p and p.is_file() else None}
 
 
 def parse_io_formats(spec: str, count: int, side: str) -> list[tuple[str, str]]:
@@ -78,7 +74,19 @@ def parse_io_formats(spec: str, count: int, side: str) -> list[tuple[str, str]]:
 
 
 def fp16_path_for(model: Path, out: Path) -> Path:
+    """Where compile puts the fp16-typed ONNX it builds from: beside the loadable."""
     return out.with_name(f"{onnx_facts.model_stem(model)}.fp16.onnx")
+
+
+def cache_path_for(out: Path) -> Path:
+    """Where compile puts a calibration cache re-headed for the target TensorRT: beside the loadable."""
+    return out.with_name(f"{out.stem}.calib")
+
+
+# what plan_build does about inputs that do not exist yet or do not suit the target TensorRT:
+NOW = "now"  # compile: make them (convert to fp16, re-head the calibration cache)
+PRINT = "print"  # compile --dry-run: print the commands that make them (a cache is still re-headed)
+RECORD = "record"  # sidecar: the loadable is built; every input must exist as given
 
 
 @dataclass
@@ -94,6 +102,7 @@ class BuildPlan:
     argv: list[str]
     meta: Path
     notes: list[str] = field(default_factory=list)
+    before: list[list[str]] = field(default_factory=list)  # commands that make trtexec's input (dry run)
 
     @property
     def command(self) -> str:
@@ -126,8 +135,8 @@ def _default_formats(precision: str, channels: int, n_out: int) -> tuple[str, st
     return inp, ",".join(["fp16:chw16"] * n_out)
 
 
-def _typed_source(args: argparse.Namespace, model: Path, out: Path, run_convert: bool,
-                  notes: list[str]) -> tuple[Path, PrecisionSource]:
+def _typed_source(args: argparse.Namespace, model: Path, out: Path, prepare: str, notes: list[str],
+                  before: list[list[str]]) -> tuple[Path, PrecisionSource]:
     """11.x line: the ONNX whose own types give the precision, converting fp32 -> fp16 when asked."""
     if args.calibration_cache:
         raise _fail("TensorRT 11.4.1+ has no --calib: int8 comes from a Q/DQ ONNX "
@@ -148,17 +157,24 @@ def _typed_source(args: argparse.Namespace, model: Path, out: Path, run_convert:
     if kind == "fp16":
         return model, PrecisionSource("typed_onnx", model)
     dst = Path(getattr(args, "built_from", None) or fp16_path_for(model, out))
-    if run_convert:
+    if prepare == NOW:
         dst.parent.mkdir(parents=True, exist_ok=True)
         dst = Path(convert.convert_fp16(model, dst))
         notes.append(f"building from the fp16-typed ONNX {dst} (converted from {model})")
-    else:
-        notes.append(f"would build from the fp16-typed ONNX {dst} (dla_build convert makes it from {model})")
+    elif prepare == PRINT:
+        meta = getattr(args, "metadata", None)
+        before.append(["dla_build", "convert", str(model), f"--out={dst}",
+                       *([f"--metadata={meta}"] if meta else [])])
+        notes.append(f"builds from the fp16-typed ONNX {dst}, which the dla_build convert line makes")
+    elif not dst.is_file():
+        raise _fail(f"the fp16-typed ONNX {dst} the loadable was built from is missing: make it with "
+                    f"dla_build convert {model} --out={dst}", built_from=str(dst))
     return dst, PrecisionSource("typed_onnx", dst)
 
 
-def plan_build(args: argparse.Namespace, run_convert: bool = True) -> BuildPlan:
-    """Everything about the build except running it: the command, the ONNX it reads, the formats."""
+def plan_build(args: argparse.Namespace, prepare: str = NOW) -> BuildPlan:
+    """Everything about the build except running trtexec: the command, the ONNX it reads, the formats, and
+    (``prepare``: NOW, PRINT or RECORD, above) what it does about inputs that do not exist yet."""
     model = Path(getattr(args, "model", None) or args.onnx)
     out = Path(getattr(args, "out", None) or args.loadable)
     if args.dla_core < 0:
@@ -174,6 +190,7 @@ def plan_build(args: argparse.Namespace, run_convert: bool = True) -> BuildPlan:
     in_fmts = parse_io_formats(args.input_format or din, 1, "input")
     out_fmts = parse_io_formats(args.output_format or dout, len(outs), "output")
     notes: list[str] = []
+    before: list[list[str]] = []
     flags: list[str] = []
     if line == trt_support.LINE_FLAGS:
         built_from = model
@@ -184,6 +201,10 @@ def plan_build(args: argparse.Namespace, run_convert: bool = True) -> BuildPlan:
             cache = Path(args.calibration_cache)
             if not cache.is_file():
                 raise _fail("calibration cache not found", cache=str(cache))
+            if prepare != RECORD:  # trtexec uses a cache only under its own header: check, else re-head
+                cache, note = cache_for(cache, version, cache_path_for(out))
+                if note:
+                    notes.append(note)
             flags = ["--int8", "--fp16", f"--calib={cache}"]
             source = PrecisionSource("calibration_cache", cache)
         else:
@@ -192,7 +213,7 @@ def plan_build(args: argparse.Namespace, run_convert: bool = True) -> BuildPlan:
             flags = ["--fp16"]
             source = PrecisionSource("builder_flag", None)
     else:
-        built_from, source = _typed_source(args, model, out, run_convert, notes)
+        built_from, source = _typed_source(args, model, out, prepare, notes, before)
         typed_in, typed_out = onnx_facts.onnx_io(built_from) if built_from.is_file() else (ins, outs)
         if all(t.elem_type == FLOAT16 for t in (*typed_in, *typed_out)):
             # a strongly typed network's io formats carry its tensors' types: fp16 io, int8 inside
@@ -206,10 +227,10 @@ def plan_build(args: argparse.Namespace, run_convert: bool = True) -> BuildPlan:
             f"--saveEngine={out}"]
     meta = find_metadata(model, getattr(args, "metadata", None))
     return BuildPlan(model, built_from, version, line, args.precision, in_fmts, out_fmts, source, argv, meta,
-                     notes)
+                     notes, before)
 
 
-def sidecar_command(plan: BuildPlan, args: argparse.Namespace) -> str:
+def sidecar_argv(plan: BuildPlan, args: argparse.Namespace) -> list[str]:
     """The ``dla_build sidecar`` call that records a loadable built elsewhere with ``plan.command``."""
     argv = ["dla_build", "sidecar", str(Path(args.out)), f"--onnx={plan.onnx}",
             f"--trt-version={plan.version}",
@@ -221,4 +242,6 @@ def sidecar_command(plan: BuildPlan, args: argparse.Namespace) -> str:
         argv.append(f"--built-from={plan.built_from}")
     if args.revision:
         argv.append(f"--revision={args.revision}")
-    return shlex.join(argv)
+    if getattr(args, "metadata", None):
+        argv.append(f"--metadata={args.metadata}")
+    return argv

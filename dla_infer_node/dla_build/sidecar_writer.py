@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,7 +30,7 @@ from dla_infer_node.artifact.sidecar import TRTEXEC_FORMATS, default_sidecar, lo
 from dla_infer_node.core.errors import ModelError
 from dla_infer_node.core.model_meta import load_metadata
 from dla_infer_node.dla_build import onnx_facts
-from dla_infer_node.dla_build.build_plan import BuildPlan, PrecisionSource, plan_build
+from dla_infer_node.dla_build.build_plan import RECORD, BuildPlan, PrecisionSource, plan_build
 
 EMULATOR_MAGIC = b"DLAEMU1\0"  # emulator/make_loadable.py's header: a test artifact, not a DLA loadable
 
@@ -52,6 +53,28 @@ def model_mapping(meta_path: Path) -> dict[str, Any]:
     for key in ("onnx", "labels"):  # relative to the metadata file, meaningless next to the loadable
         doc.pop(key, None)
     return doc
+
+
+def relative_to(path: Path, folder: Path) -> str:
+    """``path`` as the sidecar records it: relative to the sidecar's folder, so that a sidecar copied with its
+    loadable (and the files beside them) still resolves; absolute when they share no root (Windows drives)."""
+    try:
+        return os.path.relpath(path.resolve(), folder.resolve())
+    except ValueError:
+        return str(path.resolve())
+
+
+def _recorded_file(path: Path, folder: Path) -> dict[str, str]:
+    """Path (relative to the sidecar) and sha256 of a build input; one line when it is missing."""
+    if not path.is_file():
+        raise ModelError("build input not found", call="write_sidecar", params={"path": str(path)})
+    return {"path": relative_to(path, folder), "sha256": onnx_facts.sha256_file(path)}
+
+
+def _source_record(source: PrecisionSource, folder: Path) -> dict[str, Any]:
+    if source.path is None:
+        return {"kind": source.kind, "path": None, "sha256": None}
+    return {"kind": source.kind, **_recorded_file(source.path, folder)}
 
 
 def _scale_for(name: str, scales: Mapping[str, float], source: PrecisionSource) -> float:
@@ -90,18 +113,20 @@ def build_doc(*, loadable: Path, onnx: Path, built_from: Path, tensorrt_version:
         return rows
 
     data = loadable.read_bytes()
+    folder = loadable.parent
     return {
         "artifact_version": 1,
         "loadable": loadable.name,
         "loadable_sha256": hashlib.sha256(data).hexdigest(),
         "emulated": data.startswith(EMULATOR_MAGIC),
-        "source_model": {"path": str(onnx), "sha256": onnx_facts.sha256_file(onnx),
+        "source_model": {**_recorded_file(onnx, folder),
                          "revision": revision or git_revision(onnx.resolve().parent)},
         "build": {"tool": "trtexec", "tensorrt_version": trt_support.format_version(
                       trt_support.parse_version(tensorrt_version)),
                   "tensorrt_line": line, "precision": precision, "dla_core": int(dla_core),
-                  "built_from": {"path": str(built_from), "sha256": onnx_facts.sha256_file(built_from)},
-                  "precision_source": source.record(), "command": command},
+                  "built_from": _recorded_file(built_from, folder),
+                  "precision_source": _source_record(source, folder), "command": command,
+                  "working_directory": str(Path.cwd())},  # where the command's relative paths start
         "tensors": {"inputs": facts(in_names, in_shapes, input_formats),
                     "outputs": facts(out_names, out_shapes, output_formats)},
         "model": meta,
@@ -149,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     loadable = Path(args.loadable)
     if not loadable.is_file():
         raise ModelError("loadable not found", call="dla_build sidecar", params={"path": str(loadable)})
-    plan = plan_build(args, run_convert=False)
+    plan = plan_build(args, RECORD)
     path = write_sidecar(sidecar_doc(plan, args, loadable), loadable)
     print(f"sidecar: {path}")
     return 0
