@@ -86,6 +86,28 @@ def test_trim_hand_built_v8(tmp_path: Path) -> None:
     check_v8_equivalence(final, trimmed, x, min_dets=3)
 
 
+def test_trim_tells_box_from_class_conv_by_the_graph(tmp_path: Path) -> None:
+    """64 classes = 4 * reg_max: both head convs of a level have 64 channels; the box conv is the one that
+    feeds the DFL, and the trimmed model decodes exactly as the untrimmed one."""
+    final = tmp_path / "v8wide.onnx"
+    build_v8_final(final, nc=4 * REG_MAX)
+    trimmed = tmp_path / "v8wide_trimmed.onnx"
+    trim_cli(final, trimmed)
+    meta = load_metadata(tmp_path / "v8wide_trimmed.meta.yaml")
+    assert meta.decoder.num_classes == 4 * REG_MAX and len(meta.classes) == 4 * REG_MAX
+    model = __import__("onnx").load(str(trimmed))
+    producer = {o: n for n in model.graph.node for o in n.output}
+
+    def conv_weight(tensor: str) -> str:  # through the renaming Identity to the head convolution
+        node = producer[tensor]
+        return node.input[1] if node.op_type == "Conv" else conv_weight(node.input[0])
+
+    weights = [conv_weight(o.name) for o in model.graph.output]
+    assert weights == [f"{kind}_w{i}" for i in range(3) for kind in ("box", "cls")]
+    x = np.random.default_rng(3).uniform(0, 1, (1, 3, V8_H, V8_W)).astype(np.float32)
+    check_v8_equivalence(final, trimmed, x, min_dets=1)
+
+
 def test_trim_outputs_option_cuts_where_told(tmp_path: Path) -> None:
     final = tmp_path / "v8like.onnx"
     build_v8_final(final)
