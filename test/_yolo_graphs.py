@@ -88,7 +88,8 @@ def build_v8_final(path: Path, seed: int = 0, nc: int = V8_NC) -> None:
         [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 4 + nc, n])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    helper.set_model_props(model, {"names": repr({i: f"thing{i}" for i in range(nc)}), "stride": "32", "imgsz": f"[{V8_H}, {V8_W}]"})
+    names = {i: f"thing{i}" for i in range(nc)}
+    helper.set_model_props(model, {"names": repr(names), "stride": "32", "imgsz": f"[{V8_H}, {V8_W}]"})
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
 

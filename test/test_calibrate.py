@@ -42,7 +42,7 @@ def calibrated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def test_one_calibration_writes_a_cache_and_a_qdq_onnx_that_agree(calibrated: dict[str, Any]) -> None:
     lines = calibrated["cache"].read_text(encoding="ascii").splitlines()
-    assert lines[0] == "TRT-100300-MinMaxCalibration"
+    assert lines[0] == "TRT-100300-EntropyCalibration2"  # trtexec's calibrator, whatever measured the ranges
     cache = onnx_facts.cache_scales(calibrated["cache"])
     qdq = onnx_facts.qdq_scales(calibrated["qdq"])
     assert cache["images"] == pytest.approx(1 / 127, rel=1e-3)  # 0..1 input, symmetric int8
@@ -55,6 +55,22 @@ def test_one_calibration_writes_a_cache_and_a_qdq_onnx_that_agree(calibrated: di
     assert "images" in shared and len(shared) > 20
     for name in shared:  # both products come from the same ranges (the Q/DQ ONNX's scales are fp16)
         assert qdq[name] == pytest.approx(cache[name], rel=1e-3), name
+
+
+def test_lint_judges_the_qdq_onnx_as_a_strongly_typed_build_does(calibrated: dict[str, Any]) -> None:
+    """The Q/DQ pairs fuse into the int8 layers: lint passes the graph compile builds for 11.4.1 int8."""
+    p = dla_build("lint", str(calibrated["qdq"]), "--json", cwd=calibrated["folder"])
+    assert p.returncode == 0, p.stdout[-2000:]
+    rows = json.loads(p.stdout)["rows"]
+    qdq = [r for r in rows if r["op"] in ("QuantizeLinear", "DequantizeLinear")]
+    assert len(qdq) > 50 and {r["verdict"] for r in qdq} == {"folded"}
+    assert {r["verdict"] for r in rows if r["op"] == "Conv"} == {"dla"}
+
+
+def test_calibrate_refuses_a_trt_version_that_reads_no_cache(tmp_path: Path) -> None:
+    model = copy_model(tmp_path)
+    p = dla_build("calibrate", str(model), "--scenes", "1", "--trt-version", "11.4.1", cwd=tmp_path)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "--trt-version" in p.stderr
 
 
 def test_qdq_onnx_is_int8_where_quantized_and_fp16_elsewhere(calibrated: dict[str, Any]) -> None:
@@ -127,7 +143,7 @@ def test_calibrate_from_an_image_folder_takes_a_seeded_sample(tmp_path: Path) ->
                   "--method", "percentile", "--trt-version", "10.3.0", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "images in imgs: 3 frames, percentile" in p.stdout
-    assert (tmp_path / "shapes_yolo.calib").read_text().startswith("TRT-100300-PercentileCalibration\n")
+    assert (tmp_path / "shapes_yolo.calib").read_text().startswith("TRT-100300-EntropyCalibration2\n")
 
 
 @pytest.mark.parametrize(("argv", "words"), [

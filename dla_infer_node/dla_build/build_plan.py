@@ -220,6 +220,8 @@ def plan_build(args: argparse.Namespace, prepare: str = NOW) -> BuildPlan:
             din, dout = _default_formats("fp16", ins[0].shape[1], len(outs))
             in_fmts = parse_io_formats(args.input_format or din, 1, "input")
             out_fmts = parse_io_formats(args.output_format or dout, len(outs), "output")
+    if prepare != RECORD and not out.parent.is_dir():  # trtexec writes --saveEngine into an existing folder
+        before.insert(0, ["mkdir", "-p", str(out.parent)])
     argv = ["trtexec", f"--onnx={built_from}", f"--useDLACore={args.dla_core}", *flags,
             "--buildDLAStandalone",
             "--inputIOFormats=" + ",".join(f"{d}:{f}" for d, f in in_fmts),

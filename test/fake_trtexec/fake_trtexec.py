@@ -5,7 +5,8 @@ It behaves like the real tool where our build step depends on it, and writes an 
 
 * every version prints the ``&&&& RUNNING TensorRT.trtexec [TensorRT v<code>]`` banner (the code is
   TensorRT's own: 100300 for 10.3.0, 8601 for 8.6.1) and, for ``--version``, a ``TensorRT version: X.Y.Z``
-  line; a build whose ``--onnx`` file cannot be opened fails;
+  line; a build whose ``--onnx`` file cannot be opened, or whose ``--saveEngine`` folder does not exist,
+  fails;
 * 8.6 and 10.3 (``10.x-flags``): accept ``--fp16``, ``--int8``, ``--calib=CACHE``; the DLA needs one of
   them; int8 io tensors take their scale from the cache. The cache is used only when its header is
   ``TRT-<this TensorRT's code>-EntropyCalibration2`` (trtexec's calibrator, IInt8EntropyCalibrator2);
@@ -168,7 +169,10 @@ def write(model: object, opts: dict[str, str], scales: dict[str, float], argv: l
     outs = tensors(list(g.output), opts["--outputIOFormats"])
     if isinstance(ins, str) or isinstance(outs, str):
         return fail(str(ins if isinstance(ins, str) else outs), argv)
-    Path(opts["--saveEngine"]).write_bytes(build_loadable("echo", ins, outs))
+    engine = Path(opts["--saveEngine"])
+    if not engine.parent.is_dir():  # trtexec does not make folders
+        return fail(f"Cannot open engine file: {engine}", argv)
+    engine.write_bytes(build_loadable("echo", ins, outs))
     print(f"[I] Engine built; saved to {opts['--saveEngine']} (EMULATED loadable, fake trtexec)")
     print(f"&&&& PASSED TensorRT.trtexec [TensorRT v{TAG}] # trtexec {' '.join(argv)}")
     return 0
