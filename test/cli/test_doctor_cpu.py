@@ -3,6 +3,7 @@ record with separate artifact / runtime / platform sections."""
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import os
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dla_infer_node.backends.factory import BackendSettings, open_backend
 from dla_infer_node.cli import doctor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,3 +71,25 @@ def test_descriptor_table_and_record(tmp_path: Path) -> None:
 def test_stage_failed_strips_duplicate_hint() -> None:
     e = doctor.StageFailed("device", "[device] x(): bad (hint: do y)", "do y")
     assert e.message == "[device] x(): bad" and e.hint == "do y"
+
+
+def test_compare_stage_on_the_cpu() -> None:
+    """The compare stage with the ONNX model itself standing in for the DLA: cosine 1, PASS; a "DLA" whose
+    outputs are negated fails the stage, naming the cosine."""
+    meta = ROOT / "models" / "shapes_yolo.meta.yaml"
+    args = argparse.Namespace(image=ROOT / "samples" / "scene_30000001.png", onnx_meta=meta, min_cosine=0.99)
+    ort, _ = open_backend(BackendSettings(backend="onnxruntime", metadata_path=str(meta)))
+
+    class Negated:
+        def infer(self, rgb: object, encoding: str) -> argparse.Namespace:
+            return argparse.Namespace(tensors=[-t for t in ort.infer(rgb, encoding).tensors])
+
+    try:
+        rep = doctor.Report()
+        doctor._stage_compare(rep, args, ort)
+        assert rep.stages[-1]["status"] == "PASS"
+        assert rep.runtime["compare"]["min_cosine"] > 0.9999
+        with pytest.raises(doctor.StageFailed, match="min cosine"):
+            doctor._stage_compare(doctor.Report(), args, Negated())
+    finally:
+        ort.close()
