@@ -45,9 +45,6 @@ PIP_ONLY = {
     "mcap": "mcap",
     "onnx": "onnx",
 }
-# not dependencies of the installed package: directories of a checkout that developer-only code imports
-# (bench.gpu runs through `make bench-gpu` from a checkout, with the DLA emulator built there)
-CHECKOUT_ONLY = {"emulator"}
 
 
 def installed_python_files() -> list[Path]:
@@ -112,7 +109,7 @@ def problems(files: Iterable[Path], package_xml: str, readme: str) -> list[str]:
             if PIP_ONLY[name].lower() not in pip_documented:
                 out.append(f"{name} (imported at {', '.join(places)}) has no rosdep key: README.md's "
                            f"'On a robot' section must show `pip install {PIP_ONLY[name]}`")
-        elif name not in CHECKOUT_ONLY:
+        else:
             out.append(f"{name} (imported at {', '.join(places)}) is not declared: add its rosdep key to "
                        "package.xml and ROSDEP_KEYS in test/package/test_package_deps.py, or, where rosdep "
                        "has none, to PIP_ONLY and to the pip step in README.md's 'On a robot' section "
