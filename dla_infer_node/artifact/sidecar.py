@@ -7,12 +7,15 @@ tensors use or how to decode its outputs, so a sidecar file next to it does. Sid
     loadable: model.loadable          # optional; relative to the sidecar (else the path given at startup)
     loadable_sha256: <hex>            # optional; checked before any byte reaches the driver
     emulated: false                   # true only for DLA EMULATOR test artifacts
-    source_model: {path: model.onnx, sha256: <hex>, revision: <git/tag>}
+    source_model: {path: ../models/model.onnx, sha256: <hex>, revision: <git/tag>}  # path: from the sidecar
     build:
       tool: trtexec
       tensorrt_version: "10.3.0"
       command: "trtexec --onnx=model.onnx --useDLACore=0 --int8 --buildDLAStandalone
                 --inputIOFormats=int8:dla_hwc4 --outputIOFormats=fp16:chw16 --saveEngine=model.loadable"
+      working_directory: /home/me/project   # where the command ran (its paths are relative to it)
+      built_from: {path: ..., sha256: ...}       # dla_build records file paths relative to the sidecar,
+      precision_source: {kind: ..., path: ...}   # so the folder can be copied with its loadable
     tensors:
       inputs:  [{name: images, format: hwc4, dtype: int8, shape: [1, 3, 640, 640], scale: 0.00787}]
       outputs: [{name: p3, format: chw16, dtype: fp16, shape: [1, 255, 80, 80]}, ...]

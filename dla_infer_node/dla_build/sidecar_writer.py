@@ -9,6 +9,7 @@ loadable built by hand (without ``--command`` it records the command ``compile``
 io formats, dtypes, int8 scales (from the calibration cache or the Q/DQ ONNX), shapes, the exact command,
 the TensorRT version and line, the precision source with its sha256, sha256 of the ONNX and the loadable,
 the model revision (``git describe`` of the model's folder unless ``--revision``) and the model metadata.
+File paths are recorded relative to the sidecar's folder, so a folder copied with its loadable resolves.
 The written file is read back with ``load_artifact`` before this returns: a sidecar the node would refuse
 is never left behind.
 """
