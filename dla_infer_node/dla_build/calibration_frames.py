@@ -17,9 +17,13 @@ from typing import TextIO
 
 import numpy as np
 
+from dla_infer_node.bags.bag_frames import image_frames, image_topic
+from dla_infer_node.bags.bag_io import BagReader
 from dla_infer_node.core.errors import ParameterError
+from dla_infer_node.core.image_io import IMAGE_FILE_SUFFIXES, read_image_file
 from dla_infer_node.core.model_meta import load_metadata
 from dla_infer_node.core.preprocess import Preprocessor
+from dla_infer_node.core.synth import generate_scene
 
 # generated calibration scenes use their own seeds, disjoint from training [0, 1e6), evaluation (1e7+)
 # and the end-to-end test (2e7+): a calibration never sees an evaluation scene
@@ -68,8 +72,6 @@ def _sample(n: int, k: int, seed: int) -> list[int]:
 
 
 def image_files(folder: Path) -> list[Path]:
-    from dla_infer_node.core.image_io import IMAGE_FILE_SUFFIXES
-
     if not folder.is_dir():
         raise ParameterError("--images", str(folder), "an existing folder of calibration images")
     files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_FILE_SUFFIXES and p.is_file())
@@ -80,31 +82,22 @@ def image_files(folder: Path) -> list[Path]:
 
 
 def _folder_frames(folder: Path, max_images: int, seed: int) -> Iterator[tuple[np.ndarray, str]]:
-    from dla_infer_node.core.image_io import read_image_file
-
     files = image_files(folder)
     for i in _sample(len(files), max_images, seed):
         yield read_image_file(files[i], stage="calibrate"), "bgr8"
 
 
 def _topic_count(bag: Path, topic: str) -> int:
-    from dla_infer_node.bags.bag_frames import image_topic
-    from dla_infer_node.bags.bag_io import BagReader
-
     return image_topic(BagReader(bag), topic).message_count
 
 
 def _bag_frames(bag: Path, topic: str, max_images: int, seed: int) -> Iterator[tuple[np.ndarray, str]]:
-    from dla_infer_node.bags.bag_frames import image_frames
-
     keep = set(_sample(_topic_count(bag, topic), max_images, seed))
     for frame, encoding, _ in image_frames(bag, topic, "calibrate", keep.__contains__):
         yield frame, encoding
 
 
 def _scene_frames(count: int, seed: int) -> Iterator[tuple[np.ndarray, str]]:
-    from dla_infer_node.core.synth import generate_scene
-
     for i in range(count):
         yield generate_scene(CALIBRATION_FIRST_SEED + seed * 100_000 + i).image, "rgb8"
 

@@ -95,7 +95,7 @@ def trim(model_path: Path, out: Path, meta_out: Path | None, outputs: list[str] 
     import onnx.utils
     import yaml
 
-    from dla_infer_node.dla_build.yolo_patterns import recognise
+    from dla_infer_node.dla_build.yolo_patterns import recognise  # imports onnx: only when a trim runs
 
     if not model_path.is_file():
         raise _fail("model file not found", model=str(model_path))
