@@ -66,11 +66,12 @@ class Detector:
     def detect(self, image: np.ndarray, encoding: str) -> Detections:
         conf, iou, max_det = self._conf, self._iou, self._max_det  # one consistent set per frame
         raw = self.backend.infer(image, encoding)
-        net = self._decoder(raw.tensors, conf, iou, max_det)
+        # boxes wholly in the letterbox padding are dropped before NMS and max_det (decode's docstring)
+        net = self._decoder(raw.tensors, conf, iou, max_det, raw.letterbox.content)
         if len(net) == 0:
             return net
         boxes = raw.letterbox.to_source(net.boxes)
-        # boxes wholly inside the letterbox padding collapse to zero area once clipped: not objects
+        # what float rounding leaves at the image's edge collapses to zero area once clipped: not objects
         real = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
         return Detections(boxes[real], net.scores[real], net.class_ids[real])
 

@@ -9,6 +9,7 @@ loadable built by hand (without ``--command`` it records the command ``compile``
 io formats, dtypes, int8 scales (from the calibration cache or the Q/DQ ONNX), shapes, the exact command,
 the TensorRT version and line, the precision source with its sha256, sha256 of the ONNX and the loadable,
 the model revision (``git describe`` of the model's folder unless ``--revision``) and the model metadata.
+File paths are recorded relative to the sidecar's folder, so a folder copied with its loadable resolves.
 The written file is read back with ``load_artifact`` before this returns: a sidecar the node would refuse
 is never left behind.
 """
@@ -17,57 +18,22 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dla_infer_node.artifact import onnx_facts, trt_support
+import yaml
+
+from dla_infer_node.artifact import trt_support
 from dla_infer_node.artifact.sidecar import TRTEXEC_FORMATS, default_sidecar, load_artifact
 from dla_infer_node.core.errors import ModelError
+from dla_infer_node.core.model_meta import load_metadata
+from dla_infer_node.dla_build import onnx_facts
+from dla_infer_node.dla_build.build_plan import RECORD, BuildPlan, PrecisionSource, plan_build
 
 EMULATOR_MAGIC = b"DLAEMU1\0"  # emulator/make_loadable.py's header: a test artifact, not a DLA loadable
-
-
-@dataclass(frozen=True)
-class PrecisionSource:
-    """Where the int8 scales / fp16 types came from: ``calibration_cache``, ``qdq_onnx``, ``typed_onnx``
-    (an fp16 ONNX on the 11.x line) or ``builder_flag`` (--fp16 on the 10.x line)."""
-
-    kind: str
-    path: Path | None = None
-
-    def record(self) -> dict[str, Any]:
-        p = self.path
-        return {"kind": self.kind, "path": str(p) if p else None,
-                "sha256": onnx_facts.sha256_file(p) if p and p.is_file() else None}
-
-
-def parse_io_formats(spec: str, count: int, side: str) -> list[tuple[str, str]]:
-    """``"int8:dla_hwc4"`` or ``"fp16:chw16,fp16:chw16"`` -> [(dtype, format)] for ``count`` tensors;
-    one entry is repeated for every tensor."""
-    entries = [e.strip() for e in spec.split(",") if e.strip()]
-    if len(entries) == 1:
-        entries *= count
-    if len(entries) != count:
-        raise ModelError(f"{len(entries)} {side} formats for {count} {side} tensors", call="parse_io_formats",
-                         params={"spec": spec})
-    out = []
-    for e in entries:
-        dtype, _, fmt = e.partition(":")
-        if dtype not in ("fp16", "int8") or fmt not in TRTEXEC_FORMATS:
-            raise ModelError(f"{side} format {e!r}: expected fp16|int8 : {'|'.join(TRTEXEC_FORMATS)} "
-                             f"(trtexec spelling, e.g. int8:dla_hwc4)", call="parse_io_formats",
-                             params={"spec": spec})
-        if (dtype, fmt) in (("int8", "chw16"), ("fp16", "chw32")):
-            raise ModelError(f"{side} format {e!r}: chw16 holds fp16, chw32 holds int8",
-                             call="parse_io_formats", params={"spec": spec})
-        if side == "output" and fmt == "dla_hwc4":
-            raise ModelError("dla_hwc4 is an input-only format", call="parse_io_formats",
-                             params={"spec": spec})
-        out.append((dtype, fmt))
-    return out
 
 
 def git_revision(folder: Path) -> str:
@@ -80,33 +46,36 @@ def git_revision(folder: Path) -> str:
     return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else "unknown"
 
 
-def find_metadata(model: Path, given: str | Path | None = None) -> Path:
-    """``--metadata``, else ``<stem>.meta.yaml`` next to the model (suffixes like ``.fp16``/``.qdq`` off)."""
-    if given:
-        return Path(given)
-    stem = onnx_facts.model_stem(model)
-    tries = [model.with_name(stem + ".meta.yaml"), model.with_name(stem.split(".")[0] + ".meta.yaml")]
-    for t in tries:
-        if t.is_file():
-            return t
-    looked = ", ".join(str(t) for t in dict.fromkeys(tries))
-    raise ModelError(f"no model metadata found (looked for {looked})",
-                     call="find_metadata", params={"model": str(model)},
-                     hint="pass --metadata META.yaml (input, decoder, outputs, classes)")
-
-
 def model_mapping(meta_path: Path) -> dict[str, Any]:
     """The metadata inline, made independent of its folder: class names inline, no relative file keys."""
-    import yaml
-
-    from dla_infer_node.core.model_meta import load_metadata
-
     meta = load_metadata(meta_path)  # validates it
     doc = dict(yaml.safe_load(meta_path.read_text(encoding="utf-8")))
     doc["classes"] = list(meta.classes)
     for key in ("onnx", "labels"):  # relative to the metadata file, meaningless next to the loadable
         doc.pop(key, None)
     return doc
+
+
+def relative_to(path: Path, folder: Path) -> str:
+    """``path`` as the sidecar records it: relative to the sidecar's folder, so that a sidecar copied with its
+    loadable (and the files beside them) still resolves; absolute when they share no root (Windows drives)."""
+    try:
+        return os.path.relpath(path.resolve(), folder.resolve())
+    except ValueError:
+        return str(path.resolve())
+
+
+def _recorded_file(path: Path, folder: Path) -> dict[str, str]:
+    """Path (relative to the sidecar) and sha256 of a build input; one line when it is missing."""
+    if not path.is_file():
+        raise ModelError("build input not found", call="write_sidecar", params={"path": str(path)})
+    return {"path": relative_to(path, folder), "sha256": onnx_facts.sha256_file(path)}
+
+
+def _source_record(source: PrecisionSource, folder: Path) -> dict[str, Any]:
+    if source.path is None:
+        return {"kind": source.kind, "path": None, "sha256": None}
+    return {"kind": source.kind, **_recorded_file(source.path, folder)}
 
 
 def _scale_for(name: str, scales: Mapping[str, float], source: PrecisionSource) -> float:
@@ -145,28 +114,36 @@ def build_doc(*, loadable: Path, onnx: Path, built_from: Path, tensorrt_version:
         return rows
 
     data = loadable.read_bytes()
+    folder = loadable.parent
     return {
         "artifact_version": 1,
         "loadable": loadable.name,
         "loadable_sha256": hashlib.sha256(data).hexdigest(),
         "emulated": data.startswith(EMULATOR_MAGIC),
-        "source_model": {"path": str(onnx), "sha256": onnx_facts.sha256_file(onnx),
+        "source_model": {**_recorded_file(onnx, folder),
                          "revision": revision or git_revision(onnx.resolve().parent)},
         "build": {"tool": "trtexec", "tensorrt_version": trt_support.format_version(
                       trt_support.parse_version(tensorrt_version)),
                   "tensorrt_line": line, "precision": precision, "dla_core": int(dla_core),
-                  "built_from": {"path": str(built_from), "sha256": onnx_facts.sha256_file(built_from)},
-                  "precision_source": source.record(), "command": command},
+                  "built_from": _recorded_file(built_from, folder),
+                  "precision_source": _source_record(source, folder), "command": command,
+                  "working_directory": str(Path.cwd())},  # where the command's relative paths start
         "tensors": {"inputs": facts(in_names, in_shapes, input_formats),
                     "outputs": facts(out_names, out_shapes, output_formats)},
         "model": meta,
     }
 
 
+def sidecar_doc(plan: BuildPlan, args: argparse.Namespace, loadable: Path) -> dict[str, Any]:
+    command = getattr(args, "trtexec_command", None) or plan.command
+    return build_doc(loadable=loadable, onnx=plan.onnx, built_from=plan.built_from,
+                     tensorrt_version=plan.version, precision=plan.precision, input_formats=plan.inputs,
+                     output_formats=plan.outputs, command=command, source=plan.source,
+                     revision=args.revision, meta_path=plan.meta, dla_core=args.dla_core)
+
+
 def write_sidecar(doc: Mapping[str, Any], loadable: Path) -> Path:
     """Write ``<loadable>.yaml`` and prove the node can read it (``load_artifact``), else remove it."""
-    import yaml
-
     path = default_sidecar(loadable)
     path.write_text(yaml.safe_dump(dict(doc), sort_keys=False), encoding="utf-8")
     try:
@@ -195,12 +172,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dla_infer_node.artifact import compile as compile_step
-
     loadable = Path(args.loadable)
     if not loadable.is_file():
         raise ModelError("loadable not found", call="dla_build sidecar", params={"path": str(loadable)})
-    plan = compile_step.plan_build(args, run_convert=False)
-    path = write_sidecar(compile_step.sidecar_doc(plan, args, loadable), loadable)
+    plan = plan_build(args, RECORD)
+    path = write_sidecar(sidecar_doc(plan, args, loadable), loadable)
     print(f"sidecar: {path}")
     return 0

@@ -19,13 +19,13 @@ import yaml
 from _core_fixtures import make_metadata
 from _yolo_graphs import REG_MAX, V8_H, V8_NAMES, V8_NC, V8_W, build_v5_final, build_v8_final
 
-from dla_infer_node.artifact.build_cli import main as dla_build
 from dla_infer_node.core.decode import make_decoder
 from dla_infer_node.core.detections import Detections
 from dla_infer_node.core.model_meta import load_metadata
 from dla_infer_node.core.preprocess import preprocess
 from dla_infer_node.core.resources import default_model_metadata
 from dla_infer_node.core.synth import generate_scene
+from dla_infer_node.dla_build.build_cli import main as dla_build
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "test" / "fixtures" / "yolo"
@@ -86,6 +86,28 @@ def test_trim_hand_built_v8(tmp_path: Path) -> None:
     check_v8_equivalence(final, trimmed, x, min_dets=3)
 
 
+def test_trim_tells_box_from_class_conv_by_the_graph(tmp_path: Path) -> None:
+    """64 classes = 4 * reg_max: both head convs of a level have 64 channels; the box conv is the one that
+    feeds the DFL, and the trimmed model decodes exactly as the untrimmed one."""
+    final = tmp_path / "v8wide.onnx"
+    build_v8_final(final, nc=4 * REG_MAX)
+    trimmed = tmp_path / "v8wide_trimmed.onnx"
+    trim_cli(final, trimmed)
+    meta = load_metadata(tmp_path / "v8wide_trimmed.meta.yaml")
+    assert meta.decoder.num_classes == 4 * REG_MAX and len(meta.classes) == 4 * REG_MAX
+    model = __import__("onnx").load(str(trimmed))
+    producer = {o: n for n in model.graph.node for o in n.output}
+
+    def conv_weight(tensor: str) -> str:  # through the renaming Identity to the head convolution
+        node = producer[tensor]
+        return node.input[1] if node.op_type == "Conv" else conv_weight(node.input[0])
+
+    weights = [conv_weight(o.name) for o in model.graph.output]
+    assert weights == [f"{kind}_w{i}" for i in range(3) for kind in ("box", "cls")]
+    x = np.random.default_rng(3).uniform(0, 1, (1, 3, V8_H, V8_W)).astype(np.float32)
+    check_v8_equivalence(final, trimmed, x, min_dets=1)
+
+
 def test_trim_outputs_option_cuts_where_told(tmp_path: Path) -> None:
     final = tmp_path / "v8like.onnx"
     build_v8_final(final)
@@ -104,7 +126,7 @@ def test_trim_outputs_option_cuts_where_told(tmp_path: Path) -> None:
      "not the YOLOv5"),
 ])
 def test_bad_input_is_one_line_exit_2(argv: list[str], message: str) -> None:
-    p = subprocess.run([sys.executable, "-m", "dla_infer_node.artifact.build_cli", *argv],
+    p = subprocess.run([sys.executable, "-m", "dla_infer_node.dla_build.build_cli", *argv],
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert p.returncode == 2, p.stderr
     assert p.stderr.count("\n") == 1 and message in p.stderr and "Traceback" not in p.stderr

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dla_infer_node.artifact.dla_limits import (
+from dla_infer_node.dla_build.dla_limits import (
     ACTIVATIONS,
     COMPARISONS,
     CONV_DILATION,
@@ -50,7 +50,7 @@ from dla_infer_node.artifact.dla_limits import (
     rank_of,
     spatial,
 )
-from dla_infer_node.artifact.dla_rules_data import (
+from dla_infer_node.dla_build.dla_rules_data import (
     check_batchnorm,
     check_resize,
     check_shuffle,
@@ -60,7 +60,8 @@ from dla_infer_node.artifact.dla_rules_data import (
 )
 
 # re-exported: the lint reads the general limits and the node facts through this module
-__all__ = ["GENERAL", "MAX_BATCH", "MAX_DIM", "NO_OPS", "OPSET_RANGE", "RULES", "NodeFacts", "judge"]
+__all__ = ["GENERAL", "MAX_BATCH", "MAX_DIM", "NO_OPS", "OPSET_RANGE", "QDQ_OPS", "RULES", "NodeFacts",
+           "check_qdq", "judge"]
 
 
 def check_conv(f: NodeFacts) -> list[str]:
@@ -169,6 +170,32 @@ def check_concat(f: NodeFacts) -> list[str]:
     spatial = {s[-2:] for s in f.in_shapes if s is not None and len(s) >= 2}
     if len(spatial) > 1:
         problems.append(f"inputs differ in spatial dims {sorted(spatial, key=str)} (TABLE: same dims)")
+    return problems
+
+
+QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
+QDQ_CITE = "TensorRT Developer Guide, Explicit Quantization; Working with DLA"
+
+
+def check_qdq(f: NodeFacts) -> list[str]:
+    """A Q/DQ node on a run-time tensor. TensorRT builds no layer for it: it fuses the Q/DQ pair into the
+    int8 layers around it (explicit quantization), which needs a build-time, per-tensor (the DLA's
+    activations take one scale each) scale and a zero point of 0 in int8 (symmetric quantization only)."""
+    problems = []
+    scale = f.consts[1] if len(f.consts) > 1 else None
+    if len(f.const_inputs) < 2 or not f.const_inputs[1]:
+        problems.append(f"{f.op} scale computed at run time ({QDQ_CITE}: scales are build-time constants)")
+    elif scale is not None and np.asarray(scale).size != 1:
+        problems.append(f"{f.op} of an activation with {np.asarray(scale).size} scales: per-tensor only "
+                        f"({QDQ_CITE})")
+    if len(f.const_inputs) > 2 and f.const_inputs[2]:
+        zero = f.consts[2]
+        if zero is not None and (np.asarray(zero).dtype != np.int8 or np.any(np.asarray(zero) != 0)):
+            problems.append(f"{f.op} zero point {np.asarray(zero).ravel()[:4].tolist()} of type "
+                            f"{np.asarray(zero).dtype}: TensorRT quantizes symmetric int8, zero point 0 "
+                            f"({QDQ_CITE})")
+    elif len(f.const_inputs) > 2:
+        problems.append(f"{f.op} zero point computed at run time ({QDQ_CITE})")
     return problems
 
 

@@ -11,12 +11,12 @@
 from __future__ import annotations
 
 import hashlib
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dla_infer_node.core.errors import ModelError
+from dla_infer_node.dla_build.trt_cache import read_cache
 
 # onnx.TensorProto element types (stable numbers of the ONNX spec)
 FLOAT, UINT8, INT8, FLOAT16 = 1, 2, 3, 10
@@ -118,32 +118,5 @@ def qdq_scales(path: str | Path) -> dict[str, float]:
 
 
 def cache_scales(path: str | Path) -> dict[str, float]:
-    """A TensorRT calibration cache: a header line, then ``tensor: <8 hex digits>`` per tensor, the hex
-    being the big-endian IEEE-754 bits of the float32 scale."""
-    p = Path(path)
-    try:
-        lines = p.read_text(encoding="ascii").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ModelError(f"cannot read calibration cache: {exc}", call="cache_scales",
-                         params={"path": str(p)}) from exc
-    if not lines or not lines[0].startswith("TRT-"):
-        raise ModelError("not a TensorRT calibration cache (first line should start with 'TRT-')",
-                         call="cache_scales", params={"path": str(p)})
-    out: dict[str, float] = {}
-    for line in lines[1:]:
-        name, sep, hexbits = line.rpartition(":")
-        if not sep:
-            continue
-        try:
-            out[name.strip()] = struct.unpack(">f", bytes.fromhex(hexbits.strip()))[0]
-        except ValueError as exc:
-            raise ModelError(f"bad cache line {line!r}", call="cache_scales",
-                             params={"path": str(p)}) from exc
-    return out
-
-
-def cache_tensorrt_tag(path: str | Path) -> str | None:
-    """The ``TRT-100300-EntropyCalibration2`` header's version field (``100300``), if present."""
-    first = Path(path).read_text(encoding="ascii", errors="replace").split("\n", 1)[0]
-    parts = first.split("-")
-    return parts[1] if len(parts) > 2 and parts[1].isdigit() else None
+    """The per-tensor scales of a TensorRT calibration cache (:mod:`trt_cache` reads the file)."""
+    return read_cache(path)[1]

@@ -5,18 +5,17 @@ Prints one row per network input, the opset and every node: name, op, verdict, r
 ``gpu-fallback`` (the DLA cannot run it: needs ``--allowGPUFallback``, so no standalone loadable),
 ``forbids-standalone`` (a hard violation such as a dynamic dimension: no DLA build accepts it as is).
 Exit status 0 only when a ``--buildDLAStandalone`` build can succeed, 1 when it cannot (the offending
-nodes are named), 2 on bad input. The rules and their sources: ``dla_infer_node/artifact/dla_rules.py``.
+nodes are named), 2 on bad input. The rules and their sources: ``dla_infer_node/dla_build/dla_rules.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
-from dla_infer_node.artifact.lint_graph import BLOCKING, lint
 from dla_infer_node.core.errors import ParameterError
+from dla_infer_node.dla_build.lint_graph import BLOCKING, lint
 
 EXIT_OK, EXIT_CANNOT = 0, 1
 _COLUMNS = ("name", "op", "verdict", "reason")
@@ -59,14 +58,3 @@ def run(args: argparse.Namespace) -> int:
         print(format_table(report))
     blocking = [r for r in report["rows"] if r["verdict"] in BLOCKING]
     return EXIT_OK if not blocking else EXIT_CANNOT
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m dla_infer_node.artifact.lint`` runs the same as ``dla_build lint``."""
-    from dla_infer_node.artifact.build_cli import main as build_main
-
-    return build_main(["lint", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

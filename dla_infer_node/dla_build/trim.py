@@ -26,12 +26,11 @@ their names; metadata is written when the head is still recognised.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from dla_infer_node.core.errors import DlaInferError, ModelError
+from dla_infer_node.core.errors import ModelError
 from dla_infer_node.core.model_meta import class_names_from_onnx_metadata
 from dla_infer_node.core.resources import metadata_for_model
 
@@ -96,7 +95,7 @@ def trim(model_path: Path, out: Path, meta_out: Path | None, outputs: list[str] 
     import onnx.utils
     import yaml
 
-    from dla_infer_node.artifact.yolo_patterns import recognise
+    from dla_infer_node.dla_build.yolo_patterns import recognise  # imports onnx: only when a trim runs
 
     if not model_path.is_file():
         raise _fail("model file not found", model=str(model_path))
@@ -181,13 +180,3 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("  no metadata written: the head was not recognised; write it by hand (models/README.md)")
     return 0
-
-
-if __name__ == "__main__":
-    from dla_infer_node.artifact.build_cli import main as _main
-
-    try:
-        sys.exit(_main(["trim", *sys.argv[1:]]))
-    except DlaInferError as exc:  # pragma: no cover - build_cli already turns these into one line
-        print(exc, file=sys.stderr)
-        sys.exit(2)

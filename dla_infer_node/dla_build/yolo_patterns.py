@@ -8,8 +8,10 @@ The head is found by its shape in the graph, not by node names (exporters rename
    constant ``[1, reg_max, 1, 1]`` weight holding 0, 1, ..., reg_max-1) is part of the decode and is walked
    through, not stopped at. Shape nodes are not followed (they read no data).
 2. A DFL convolution on the way means the YOLOv8 / YOLO11 / YOLOv5u head ("v8"): per level a box conv of
-   ``4*reg_max`` channels and a class conv of ``nc`` channels. None means the anchor-based YOLOv5 head
-   ("v5"): per level one conv of ``na*(5+nc)`` channels, ``nc`` from the final output ``[1, N, 5+nc]``.
+   ``4*reg_max`` channels and a class conv of ``nc`` channels. The box conv is the one whose output reaches
+   the DFL (a second walk, from the DFL's input), so a model with ``nc == 4*reg_max`` classes is read
+   right. None means the anchor-based YOLOv5 head ("v5"): per level one conv of ``na*(5+nc)`` channels,
+   ``nc`` from the final output ``[1, N, 5+nc]``.
 3. Levels are told apart by their spatial size; stride = input height / level height.
 4. v5 anchors are read from the graph's own constants: the anchor grid is the constant, consumed by that
    level's decode, that is ``na`` pixel (w, h) pairs repeated over the grid (the xy offset grid varies over
@@ -83,12 +85,14 @@ class _Graph:
             return int(w.shape[1])
         return 0
 
-    def head_convs(self) -> tuple[list[str], int]:
-        """(output tensors of the per-level head convolutions, reg_max or 0) by the walk of step 1."""
+    def head_convs(self, starts: list[str] | None = None) -> tuple[list[str], int, list[str]]:
+        """(output tensors of the per-level head convolutions, reg_max or 0, the DFL convolutions' inputs)
+        by the walk of step 1, from the graph outputs or from ``starts``."""
         seen: set[str] = set()
         heads: list[str] = []
+        dfl_inputs: list[str] = []
         reg_max = 0
-        todo = deque(o.name for o in self.graph.output)
+        todo = deque(starts if starts is not None else [o.name for o in self.graph.output])
         while todo:
             t = todo.popleft()
             node = self.producer.get(t)
@@ -101,10 +105,11 @@ class _Graph:
                     heads.append(t)
                     continue
                 reg_max = r
+                dfl_inputs.append(node.input[0])
             if node.op_type in STOP_WALK_OPS:
                 continue
             todo.extend(i for i in node.input if i and i not in self.const)
-        return heads, reg_max
+        return heads, reg_max, dfl_inputs
 
     def downstream_constants(self, tensor: str, exclude: set[str]) -> list[np.ndarray]:
         """Constants read by the nodes downstream of ``tensor`` that are not downstream of ``exclude``."""
@@ -154,7 +159,7 @@ def recognise(model: onnx.ModelProto, path: str = "") -> YoloHead:
     if len(inputs) != 1 or len(g.shapes.get(inputs[0].name, ())) != 4:
         raise _fail("expected one static 4-D image input [1, 3, H, W]", path)
     _, _, in_h, in_w = g.shapes[inputs[0].name]
-    heads, reg_max = g.head_convs()
+    heads, reg_max, dfl_inputs = g.head_convs()
     if not heads:
         raise _fail("no convolution found behind the graph outputs", path)
     if any(len(g.shapes.get(t, ())) != 4 for t in heads):
@@ -168,21 +173,23 @@ def recognise(model: onnx.ModelProto, path: str = "") -> YoloHead:
             raise _fail(f"head level {h}x{w} is no whole stride of the {in_h}x{in_w} input", path)
         levels.append((in_h // h, h, w, ts))
     if reg_max:
-        return _v8_head(g, inputs[0].name, in_h, in_w, levels, reg_max, path)
+        box_convs = set(g.head_convs(dfl_inputs)[0])  # the head convs that feed the DFL: the box branch
+        return _v8_head(g, inputs[0].name, in_h, in_w, levels, reg_max, box_convs, path)
     return _v5_head(g, inputs[0].name, in_h, in_w, levels, path)
 
 
 def _v8_head(g: _Graph, name: str, in_h: int, in_w: int, levels: list[tuple[int, int, int, list[str]]],
-             reg_max: int, path: str) -> YoloHead:
+             reg_max: int, box_convs: set[str], path: str) -> YoloHead:
     out: list[Level] = []
     ncs: set[int] = set()
     for stride, h, w, ts in levels:
-        box = [t for t in ts if g.shapes[t][1] == 4 * reg_max]
-        cls = [t for t in ts if g.shapes[t][1] != 4 * reg_max]
-        if len(box) != 1 or len(cls) != 1:
-            raise _fail(f"stride {stride}: expected one box conv ({4 * reg_max} channels) and one class "
-                        "conv, "
-                        f"found {[g.shapes[t][1] for t in ts]} channels", path)
+        # told apart by the graph (the box conv feeds the DFL), not by channel count: nc may be 4*reg_max
+        box = [t for t in ts if t in box_convs]
+        cls = [t for t in ts if t not in box_convs]
+        if len(box) != 1 or len(cls) != 1 or g.shapes[box[0]][1] != 4 * reg_max:
+            raise _fail(f"stride {stride}: expected one box conv of {4 * reg_max} channels feeding the DFL "
+                        f"and one class conv, found {[g.shapes[t][1] for t in box]} channels feeding the "
+                        f"DFL and {[g.shapes[t][1] for t in cls]} not", path)
         ncs.add(g.shapes[cls[0]][1])
         out.append(Level(stride, h, w, (box[0], cls[0]), (4 * reg_max, g.shapes[cls[0]][1])))
     if len(ncs) != 1:

@@ -4,13 +4,14 @@
                         [--seed S] [--method minmax|entropy|percentile] [--cache C] [--qdq-out Q]
                         [--trt-version V] [--metadata META]
 
-Frames come from ``artifact.calibration_frames`` and go through the package's own preprocess (the one the
+Frames come from ``dla_build.calibration_frames`` and go through the package's own preprocess (the one the
 node runs), so the ranges are those of the tensors the DLA will see. ONNX Runtime's calibrator (MinMax,
 Entropy or Percentile) measures every activation once; from those ranges come
 
-* a TensorRT calibration cache (``<stem>.calib``; the 10.x line's ``--calib``): a ``TRT-<ver>-<algo>``
-  header, then ``tensor: <big-endian float32 hex>`` with the symmetric int8 scale ``amax / 127`` of every
-  activation, the graph input included;
+* a TensorRT calibration cache (``<stem>.calib``; the 10.x line's ``--calib``): the header
+  ``TRT-<version code>-EntropyCalibration2`` of ``--trt-version`` (the only one that TensorRT's trtexec
+  uses, whatever method measured the ranges: see ``trt_cache``), then ``tensor: <big-endian float32 hex>``
+  with the symmetric int8 scale ``amax / 127`` of every activation, the graph input included;
 * a Q/DQ ONNX (``<stem>.qdq.onnx``; the 11.4.1+ line builds what it says): symmetric int8, zero points 0,
   per-tensor activation scales, per-channel weight scales, biases not quantized (TensorRT's parser
   dequantizes int8 only); everything not int8 is float16, io included (opset 19), because a strongly
@@ -30,22 +31,23 @@ import contextlib
 import io
 import logging
 import math
-import struct
-import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
 import numpy as np
 
-from dla_infer_node.artifact import onnx_facts, trt_support
-from dla_infer_node.artifact.calibration_frames import FrameSource
+from dla_infer_node.artifact import trt_support
 from dla_infer_node.core.errors import ModelError, ParameterError
+from dla_infer_node.core.model_meta import load_metadata
+from dla_infer_node.dla_build.calibration_frames import FrameSource, Progress, calibration_tensors
+from dla_infer_node.dla_build.fp16 import checked_fp16, save_portable
+from dla_infer_node.dla_build.model_files import cache_path_for, find_metadata, qdq_path_for
+from dla_infer_node.dla_build.onnx_facts import qdq_scales
+from dla_infer_node.dla_build.trt_cache import write_cache
 
-METHODS = {"minmax": ("MinMax", "MinMaxCalibration"), "entropy": ("Entropy", "EntropyCalibration2"),
-           "percentile": ("Percentile", "PercentileCalibration")}  # ours -> (ORT method, TRT cache tag)
+METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}  # ours -> ONNX Runtime's
 INT8_MAX = 127.0  # symmetric int8: [-127, 127], scale = amax / 127 (TensorRT's and ORT's convention)
 
 
@@ -59,51 +61,6 @@ class TensorRange:
     def scale(self) -> float:
         amax = max(abs(self.low), abs(self.high))
         return amax / INT8_MAX if amax > 0 else 1.0 / INT8_MAX  # an all-zero tensor still needs a scale
-
-
-def cache_tag(trt_version: str, method: str) -> str:
-    """``TRT-100300-EntropyCalibration2`` for 10.3 and entropy: the header TensorRT writes and checks."""
-    major, minor, patch = trt_support.parse_version(trt_version)[:3]
-    return f"TRT-{major * 10000 + minor * 100 + patch}-{METHODS[method][1]}"
-
-
-def write_trt_cache(path: Path, ranges: list[TensorRange], tag: str) -> Path:
-    lines = [tag] + [f"{r.name}: {struct.pack('>f', r.scale).hex()}" for r in ranges]
-    path.write_text("\n".join(lines) + "\n", encoding="ascii")
-    return path
-
-
-class Progress:
-    """A progress bar on stderr: redrawn in place on a terminal, a line per tenth otherwise (logs)."""
-
-    def __init__(self, total: int, stream: TextIO = sys.stderr, width: int = 30) -> None:
-        self.total, self.stream, self.width, self.done = max(total, 1), stream, width, 0
-        self.tty = stream.isatty()
-
-    def step(self) -> None:
-        self.done += 1
-        tenth = self.done * 10 // self.total
-        if self.tty or tenth != (self.done - 1) * 10 // self.total or self.done == self.total:
-            filled = self.width * self.done // self.total
-            bar = "#" * filled + "." * (self.width - filled)
-            end = "\r" if self.tty and self.done < self.total else "\n"
-            self.stream.write(f"calibrating [{bar}] {self.done}/{self.total}{end}")
-            self.stream.flush()
-
-
-def calibration_tensors(source: FrameSource, meta_path: Path, progress: Progress | None = None
-                        ) -> Iterator[dict[str, np.ndarray]]:
-    """The model input, one preprocessed frame at a time, as ONNX Runtime's data reader feeds it."""
-    from dla_infer_node.core.model_meta import load_metadata
-    from dla_infer_node.core.preprocess import Preprocessor
-
-    meta = load_metadata(meta_path)
-    pre = Preprocessor(meta.input)
-    for image, encoding in source.frames():
-        tensor, _ = pre(image, encoding)
-        if progress:
-            progress.step()
-        yield {meta.input.name: tensor.copy()}  # the preprocessor reuses its buffer
 
 
 # the calibrator's settings: symmetric ranges, and TensorRT's entropy histogram (2048 bins folded into 128
@@ -133,7 +90,7 @@ def quantize(model: Path, qdq_out: Path, feeds: Iterator[dict[str, np.ndarray]],
             return next(feeds, None)
 
     logging.getLogger().setLevel(logging.ERROR)  # ORT's "consider pre-processing" advice is not ours
-    ort_method = getattr(CalibrationMethod, METHODS[method][0])
+    ort_method = getattr(CalibrationMethod, METHODS[method])
     producers, outputs = head_layers(model)
     heads = [] if int8_heads else producers
     with tempfile.TemporaryDirectory(prefix="dla_calib_") as tmp:
@@ -178,8 +135,6 @@ def _typed_fp16(qdq: Path) -> None:
     import onnx
     from onnx import version_converter
 
-    from dla_infer_node.artifact.convert import checked_fp16, save_portable
-
     model = onnx.load(str(qdq))
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     if opset < 19:
@@ -195,8 +150,6 @@ def _first(value: object) -> float:
 def _as_quantized(ranges: list[TensorRange], qdq: Path) -> list[TensorRange]:
     """The ranges the Q/DQ ONNX actually uses. ONNX Runtime gives a Conv output followed by its ReLU the
     ReLU's range (the pair runs as one layer); TensorRT fuses the same pair, so the cache says the same."""
-    from dla_infer_node.artifact.onnx_facts import qdq_scales
-
     used = qdq_scales(qdq)
     out = []
     for r in ranges:
@@ -231,7 +184,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--qdq-out", type=Path, help="Q/DQ ONNX to write (default <stem>.qdq.onnx by MODEL)")
     parser.add_argument("--int8-heads", action="store_true",
                         help="quantize the output layers too (default: they stay fp16, see above)")
-    parser.add_argument("--trt-version", default="10.3", help="TensorRT the cache is for (default 10.3)")
+    parser.add_argument("--trt-version", default="10.3",
+                        help="TensorRT whose trtexec reads the cache (default 10.3; compile re-heads a copy)")
     parser.add_argument("--metadata", help="model metadata (default <stem>.meta.yaml beside MODEL)")
 
 
@@ -250,14 +204,13 @@ def source_from(args: argparse.Namespace) -> FrameSource:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dla_infer_node.artifact.compile import qdq_path_for
-    from dla_infer_node.artifact.sidecar_writer import find_metadata
-    from dla_infer_node.core.model_meta import load_metadata
-
     model = Path(args.model)
     if not model.is_file():
         raise ParameterError("MODEL", str(model), "an existing ONNX file")
-    trt_support.parse_version(args.trt_version)  # a bad version fails before the long part
+    if trt_support.describe(args.trt_version)["line"] != trt_support.LINE_FLAGS:  # before the long part
+        raise ParameterError("--trt-version", args.trt_version,
+                             "a TensorRT that reads calibration caches (8.5-10.7, e.g. 10.3 on JetPack 6); "
+                             "11.4.1+ builds from the Q/DQ ONNX, which does not depend on it")
     meta_path = find_metadata(model, args.metadata)
     input_name = load_metadata(meta_path).input.name
     source = source_from(args)
@@ -273,8 +226,8 @@ def run(args: argparse.Namespace) -> int:
     if bad:
         raise ModelError(f"non-finite activation ranges (the model overflows on these frames): {bad[:5]}",
                          call="calibrate", params={"model": str(model)})
-    cache = args.cache or model.with_name(f"{onnx_facts.model_stem(model)}.calib")
-    write_trt_cache(cache, ranges, cache_tag(args.trt_version, args.method))
+    cache = args.cache or cache_path_for(model)
+    write_cache(cache, {r.name: r.scale for r in ranges}, args.trt_version)
     print(summary(ranges, input_name))
     if not args.int8_heads:
         kept = ", ".join(head_layers(model)[0])

@@ -11,7 +11,7 @@ import pytest
 from _lint_graphs import build, const, rows_of, yolov8_like_head
 from onnx import TensorProto, helper
 
-from dla_infer_node.artifact.lint_graph import lint
+from dla_infer_node.dla_build.lint_graph import lint
 
 
 def conv(tmp_path: Path, cin: int = 4, cout: int = 8, k: int = 3, hw: int = 16, **attrs: Any) -> dict:

@@ -20,12 +20,13 @@ import yaml
 from _build_fixtures import REPO, copy_model, fake_env
 from onnx import TensorProto, numpy_helper
 
-from dla_infer_node.artifact import calibrate, convert, onnx_facts
 from dla_infer_node.core.synth import generate_scene
+from dla_infer_node.dla_build import convert, onnx_facts
+from dla_infer_node.dla_build.calibration_frames import FrameSource, calibration_tensors
 
 
 def dla_build(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dla_infer_node.artifact.build_cli", *argv], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "dla_infer_node.dla_build.build_cli", *argv], cwd=cwd,
                           env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -41,7 +42,7 @@ def calibrated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def test_one_calibration_writes_a_cache_and_a_qdq_onnx_that_agree(calibrated: dict[str, Any]) -> None:
     lines = calibrated["cache"].read_text(encoding="ascii").splitlines()
-    assert lines[0] == "TRT-100300-MinMaxCalibration"
+    assert lines[0] == "TRT-100300-EntropyCalibration2"  # trtexec's calibrator, whatever measured the ranges
     cache = onnx_facts.cache_scales(calibrated["cache"])
     qdq = onnx_facts.qdq_scales(calibrated["qdq"])
     assert cache["images"] == pytest.approx(1 / 127, rel=1e-3)  # 0..1 input, symmetric int8
@@ -54,6 +55,22 @@ def test_one_calibration_writes_a_cache_and_a_qdq_onnx_that_agree(calibrated: di
     assert "images" in shared and len(shared) > 20
     for name in shared:  # both products come from the same ranges (the Q/DQ ONNX's scales are fp16)
         assert qdq[name] == pytest.approx(cache[name], rel=1e-3), name
+
+
+def test_lint_judges_the_qdq_onnx_as_a_strongly_typed_build_does(calibrated: dict[str, Any]) -> None:
+    """The Q/DQ pairs fuse into the int8 layers: lint passes the graph compile builds for 11.4.1 int8."""
+    p = dla_build("lint", str(calibrated["qdq"]), "--json", cwd=calibrated["folder"])
+    assert p.returncode == 0, p.stdout[-2000:]
+    rows = json.loads(p.stdout)["rows"]
+    qdq = [r for r in rows if r["op"] in ("QuantizeLinear", "DequantizeLinear")]
+    assert len(qdq) > 50 and {r["verdict"] for r in qdq} == {"folded"}
+    assert {r["verdict"] for r in rows if r["op"] == "Conv"} == {"dla"}
+
+
+def test_calibrate_refuses_a_trt_version_that_reads_no_cache(tmp_path: Path) -> None:
+    model = copy_model(tmp_path)
+    p = dla_build("calibrate", str(model), "--scenes", "1", "--trt-version", "11.4.1", cwd=tmp_path)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "--trt-version" in p.stderr
 
 
 def test_qdq_onnx_is_int8_where_quantized_and_fp16_elsewhere(calibrated: dict[str, Any]) -> None:
@@ -90,10 +107,8 @@ def test_int8_heads_puts_the_output_layers_in_int8_too(tmp_path: Path) -> None:
 
 
 def test_qdq_onnx_runs_and_tracks_the_fp32_model(calibrated: dict[str, Any]) -> None:
-    from dla_infer_node.artifact.calibration_frames import FrameSource
-
     meta = REPO / "models" / "shapes_yolo.meta.yaml"
-    feeds = list(calibrate.calibration_tensors(FrameSource(scenes=2), meta))
+    feeds = list(calibration_tensors(FrameSource(scenes=2), meta))
     a = ort.InferenceSession(str(calibrated["model"]), providers=["CPUExecutionProvider"])
     opts = ort.SessionOptions()  # unoptimized, as the onnxruntime backend runs fp16 graphs (its docstring)
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -128,7 +143,7 @@ def test_calibrate_from_an_image_folder_takes_a_seeded_sample(tmp_path: Path) ->
                   "--method", "percentile", "--trt-version", "10.3.0", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "images in imgs: 3 frames, percentile" in p.stdout
-    assert (tmp_path / "shapes_yolo.calib").read_text().startswith("TRT-100300-PercentileCalibration\n")
+    assert (tmp_path / "shapes_yolo.calib").read_text().startswith("TRT-100300-EntropyCalibration2\n")
 
 
 @pytest.mark.parametrize(("argv", "words"), [

@@ -45,7 +45,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]
         else:
             write_qdq(folder)  # what dla_build calibrate leaves next to the model
         loadable = folder / "shapes_yolo.loadable"
-        p = subprocess.run([sys.executable, "-m", "dla_infer_node.artifact.build_cli", "compile", str(model),
+        p = subprocess.run([sys.executable, "-m", "dla_infer_node.dla_build.build_cli", "compile", str(model),
                             "--precision", precision, "--out", str(loadable), *extra],
                            env=fake_env(version), capture_output=True, text=True, timeout=120)
         assert p.returncode == 0, p.stdout + p.stderr

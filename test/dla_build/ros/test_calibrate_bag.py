@@ -14,9 +14,9 @@ from _build_fixtures import copy_model
 from rclpy.serialization import serialize_message
 from sensor_msgs.msg import CompressedImage, Image
 
-from dla_infer_node.artifact import onnx_facts
 from dla_infer_node.bags.bag_writer import BagWriter
 from dla_infer_node.core.synth import generate_scene
+from dla_infer_node.dla_build import onnx_facts
 
 
 def write_bag(path: Path, frames: int) -> None:
@@ -44,8 +44,8 @@ def bag(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def calibrate(folder: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     model = copy_model(folder)
-    return subprocess.run([sys.executable, "-m", "dla_infer_node.artifact.build_cli", "calibrate", str(model),
-                           *argv], cwd=folder, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "dla_infer_node.dla_build.build_cli", "calibrate",
+                           str(model), *argv], cwd=folder, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("topic", ["/cam/image_raw", "/cam/image_raw/compressed"])

@@ -1,8 +1,4 @@
-"""Compile an ONNX detector into a DLA loadable with the trtexec command of the robot's TensorRT.
-
-    dla_build compile MODEL.onnx --precision fp16|int8 --out X.loadable [--trt-version V] [--dla-core N]
-                      [--input-format F] [--output-format F] [--calibration-cache C] [--dry-run]
-                      [--revision R] [--metadata META]
+"""A loadable's build, planned: the trtexec command of a TensorRT line, the ONNX it reads, the io formats.
 
 The TensorRT version (``--trt-version``, else ``trtexec --version`` from PATH) picks the line
 (``artifact.trt_support``):
@@ -11,52 +7,86 @@ The TensorRT version (``--trt-version``, else ``trtexec --version`` from PATH) p
   ``--int8 --fp16 --calib=CACHE`` (int8 needs ``--calibration-cache``; ``--fp16`` lets layers without an
   int8 kernel and fp16 io tensors exist).
 * ``11.x-typed`` (11.4.1+, JetPack >= 7.2.2): no precision flag exists; the ONNX's own types decide.
-  fp16: an fp16-typed MODEL is used as is; an fp32 one is first converted with
-  ``dla_infer_node.artifact.convert.convert_fp16(src: Path, dst: Path) -> Path`` into
-  ``<out folder>/<stem>.fp16.onnx`` (the file built from is printed). int8: MODEL must be a Q/DQ ONNX, or
-  ``<stem>.qdq.onnx`` must lie next to it - the file ``dla_build calibrate`` writes (``qdq_path_for``).
+  fp16: an fp16-typed MODEL is used as is; an fp32 one is first converted (``convert.convert_fp16``)
+  into ``<out folder>/<stem>.fp16.onnx`` (the file built from is printed). int8: MODEL must be a Q/DQ
+  ONNX, or ``<stem>.qdq.onnx`` must lie next to it - the file ``dla_build calibrate`` writes.
 
 Always ``--useDLACore=N --buildDLAStandalone --inputIOFormats=... --outputIOFormats=... --saveEngine=X``.
 Default io formats: input ``<dtype>:dla_hwc4`` for an image of <= 4 channels (else chw16 / chw32), outputs
 ``fp16:chw16``; on the 11.x line an ONNX whose io is all fp16 (what convert and calibrate write) gets fp16
-io, as a strongly typed network's io formats carry its tensors' types. trtexec runs when it is on PATH
-(without ``--dry-run``) and the sidecar is written next to the loadable; otherwise the command is printed,
-with the ``dla_build sidecar`` command to run after.
+io, as a strongly typed network's io formats carry its tensors' types. ``compile`` and ``sidecar`` share
+this plan, so a sidecar written for a loadable built by hand records the same command.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import shlex
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dla_infer_node.artifact import onnx_facts, trt_support
-from dla_infer_node.artifact.sidecar_writer import (
-    PrecisionSource,
-    build_doc,
-    find_metadata,
-    parse_io_formats,
-    write_sidecar,
-)
+from dla_infer_node.artifact import trt_support
+from dla_infer_node.artifact.sidecar import TRTEXEC_FORMATS
 from dla_infer_node.core.errors import ModelError
+from dla_infer_node.dla_build import convert, onnx_facts
+from dla_infer_node.dla_build.model_files import find_metadata, qdq_path_for
+from dla_infer_node.dla_build.trt_cache import cache_for
 
-CONVERT_MODULE = "dla_infer_node.artifact.convert"  # provides convert_fp16(src, dst) -> Path
 FLOAT16 = 10  # onnx.TensorProto.FLOAT16
 
 
-def qdq_path_for(model: Path) -> Path:
-    """Where ``dla_build calibrate`` leaves the Q/DQ ONNX of ``model``: ``<stem>.qdq.onnx`` beside it."""
-    return model.with_name(f"{onnx_facts.model_stem(model)}.qdq.onnx")
+@dataclass(frozen=True)
+class PrecisionSource:
+    """Where the int8 scales / fp16 types came from: ``calibration_cache``, ``qdq_onnx``, ``typed_onnx``
+    (an fp16 ONNX on the 11.x line) or ``builder_flag`` (--fp16 on the 10.x line)."""
+
+    kind: str
+    path: Path | None = None
+
+
+def parse_io_formats(spec: str, count: int, side: str) -> list[tuple[str, str]]:
+    """``"int8:dla_hwc4"`` or ``"fp16:chw16,fp16:chw16"`` -> [(dtype, format)] for ``count`` tensors;
+    one entry is repeated for every tensor."""
+    entries = [e.strip() for e in spec.split(",") if e.strip()]
+    if len(entries) == 1:
+        entries *= count
+    if len(entries) != count:
+        raise ModelError(f"{len(entries)} {side} formats for {count} {side} tensors", call="parse_io_formats",
+                         params={"spec": spec})
+    out = []
+    for e in entries:
+        dtype, _, fmt = e.partition(":")
+        if dtype not in ("fp16", "int8") or fmt not in TRTEXEC_FORMATS:
+            raise ModelError(f"{side} format {e!r}: expected fp16|int8 : {'|'.join(TRTEXEC_FORMATS)} "
+                             f"(trtexec spelling, e.g. int8:dla_hwc4)", call="parse_io_formats",
+                             params={"spec": spec})
+        if (dtype, fmt) in (("int8", "chw16"), ("fp16", "chw32")):
+            raise ModelError(f"{side} format {e!r}: chw16 holds fp16, chw32 holds int8",
+                             call="parse_io_formats", params={"spec": spec})
+        if side == "output" and fmt == "dla_hwc4":
+            raise ModelError("dla_hwc4 is an input-only format", call="parse_io_formats",
+                             params={"spec": spec})
+        out.append((dtype, fmt))
+    return out
 
 
 def fp16_path_for(model: Path, out: Path) -> Path:
+    """Where compile puts the fp16-typed ONNX it builds from: beside the loadable."""
     return out.with_name(f"{onnx_facts.model_stem(model)}.fp16.onnx")
+
+
+def cache_path_for(out: Path) -> Path:
+    """Where compile puts a calibration cache re-headed for the target TensorRT: beside the loadable."""
+    return out.with_name(f"{out.stem}.calib")
+
+
+# what plan_build does about inputs that do not exist yet or do not suit the target TensorRT:
+NOW = "now"  # compile: make them (convert to fp16, re-head the calibration cache)
+PRINT = "print"  # compile --dry-run: print the commands that make them (a cache is still re-headed)
+RECORD = "record"  # sidecar: the loadable is built; every input must exist as given
 
 
 @dataclass
@@ -72,6 +102,7 @@ class BuildPlan:
     argv: list[str]
     meta: Path
     notes: list[str] = field(default_factory=list)
+    before: list[list[str]] = field(default_factory=list)  # commands that make trtexec's input (dry run)
 
     @property
     def command(self) -> str:
@@ -104,8 +135,8 @@ def _default_formats(precision: str, channels: int, n_out: int) -> tuple[str, st
     return inp, ",".join(["fp16:chw16"] * n_out)
 
 
-def _typed_source(args: argparse.Namespace, model: Path, out: Path, run_convert: bool,
-                  notes: list[str]) -> tuple[Path, PrecisionSource]:
+def _typed_source(args: argparse.Namespace, model: Path, out: Path, prepare: str, notes: list[str],
+                  before: list[list[str]]) -> tuple[Path, PrecisionSource]:
     """11.x line: the ONNX whose own types give the precision, converting fp32 -> fp16 when asked."""
     if args.calibration_cache:
         raise _fail("TensorRT 11.4.1+ has no --calib: int8 comes from a Q/DQ ONNX "
@@ -126,22 +157,24 @@ def _typed_source(args: argparse.Namespace, model: Path, out: Path, run_convert:
     if kind == "fp16":
         return model, PrecisionSource("typed_onnx", model)
     dst = Path(getattr(args, "built_from", None) or fp16_path_for(model, out))
-    if run_convert:
-        try:
-            convert = importlib.import_module(CONVERT_MODULE)
-        except ModuleNotFoundError as exc:
-            raise _fail(f"fp16 on TensorRT 11.4.1+ needs an fp16-typed ONNX and {CONVERT_MODULE} "
-                        f"(dla_build convert) is not installed to make one from the fp32 {model}") from exc
+    if prepare == NOW:
         dst.parent.mkdir(parents=True, exist_ok=True)
         dst = Path(convert.convert_fp16(model, dst))
         notes.append(f"building from the fp16-typed ONNX {dst} (converted from {model})")
-    else:
-        notes.append(f"would build from the fp16-typed ONNX {dst} (dla_build convert makes it from {model})")
+    elif prepare == PRINT:
+        meta = getattr(args, "metadata", None)
+        before.append(["dla_build", "convert", str(model), f"--out={dst}",
+                       *([f"--metadata={meta}"] if meta else [])])
+        notes.append(f"builds from the fp16-typed ONNX {dst}, which the dla_build convert line makes")
+    elif not dst.is_file():
+        raise _fail(f"the fp16-typed ONNX {dst} the loadable was built from is missing: make it with "
+                    f"dla_build convert {model} --out={dst}", built_from=str(dst))
     return dst, PrecisionSource("typed_onnx", dst)
 
 
-def plan_build(args: argparse.Namespace, run_convert: bool = True) -> BuildPlan:
-    """Everything about the build except running it: the command, the ONNX it reads, the formats."""
+def plan_build(args: argparse.Namespace, prepare: str = NOW) -> BuildPlan:
+    """Everything about the build except running trtexec: the command, the ONNX it reads, the formats, and
+    (``prepare``: NOW, PRINT or RECORD, above) what it does about inputs that do not exist yet."""
     model = Path(getattr(args, "model", None) or args.onnx)
     out = Path(getattr(args, "out", None) or args.loadable)
     if args.dla_core < 0:
@@ -157,6 +190,7 @@ def plan_build(args: argparse.Namespace, run_convert: bool = True) -> BuildPlan:
     in_fmts = parse_io_formats(args.input_format or din, 1, "input")
     out_fmts = parse_io_formats(args.output_format or dout, len(outs), "output")
     notes: list[str] = []
+    before: list[list[str]] = []
     flags: list[str] = []
     if line == trt_support.LINE_FLAGS:
         built_from = model
@@ -167,6 +201,10 @@ def plan_build(args: argparse.Namespace, run_convert: bool = True) -> BuildPlan:
             cache = Path(args.calibration_cache)
             if not cache.is_file():
                 raise _fail("calibration cache not found", cache=str(cache))
+            if prepare != RECORD:  # trtexec uses a cache only under its own header: check, else re-head
+                cache, note = cache_for(cache, version, cache_path_for(out))
+                if note:
+                    notes.append(note)
             flags = ["--int8", "--fp16", f"--calib={cache}"]
             source = PrecisionSource("calibration_cache", cache)
         else:
@@ -175,13 +213,15 @@ def plan_build(args: argparse.Namespace, run_convert: bool = True) -> BuildPlan:
             flags = ["--fp16"]
             source = PrecisionSource("builder_flag", None)
     else:
-        built_from, source = _typed_source(args, model, out, run_convert, notes)
+        built_from, source = _typed_source(args, model, out, prepare, notes, before)
         typed_in, typed_out = onnx_facts.onnx_io(built_from) if built_from.is_file() else (ins, outs)
         if all(t.elem_type == FLOAT16 for t in (*typed_in, *typed_out)):
             # a strongly typed network's io formats carry its tensors' types: fp16 io, int8 inside
             din, dout = _default_formats("fp16", ins[0].shape[1], len(outs))
             in_fmts = parse_io_formats(args.input_format or din, 1, "input")
             out_fmts = parse_io_formats(args.output_format or dout, len(outs), "output")
+    if prepare != RECORD and not out.parent.is_dir():  # trtexec writes --saveEngine into an existing folder
+        before.insert(0, ["mkdir", "-p", str(out.parent)])
     argv = ["trtexec", f"--onnx={built_from}", f"--useDLACore={args.dla_core}", *flags,
             "--buildDLAStandalone",
             "--inputIOFormats=" + ",".join(f"{d}:{f}" for d, f in in_fmts),
@@ -189,18 +229,10 @@ def plan_build(args: argparse.Namespace, run_convert: bool = True) -> BuildPlan:
             f"--saveEngine={out}"]
     meta = find_metadata(model, getattr(args, "metadata", None))
     return BuildPlan(model, built_from, version, line, args.precision, in_fmts, out_fmts, source, argv, meta,
-                     notes)
+                     notes, before)
 
 
-def sidecar_doc(plan: BuildPlan, args: argparse.Namespace, loadable: Path) -> dict[str, Any]:
-    command = getattr(args, "trtexec_command", None) or plan.command
-    return build_doc(loadable=loadable, onnx=plan.onnx, built_from=plan.built_from,
-                     tensorrt_version=plan.version, precision=plan.precision, input_formats=plan.inputs,
-                     output_formats=plan.outputs, command=command, source=plan.source,
-                     revision=args.revision, meta_path=plan.meta, dla_core=args.dla_core)
-
-
-def sidecar_command(plan: BuildPlan, args: argparse.Namespace) -> str:
+def sidecar_argv(plan: BuildPlan, args: argparse.Namespace) -> list[str]:
     """The ``dla_build sidecar`` call that records a loadable built elsewhere with ``plan.command``."""
     argv = ["dla_build", "sidecar", str(Path(args.out)), f"--onnx={plan.onnx}",
             f"--trt-version={plan.version}",
@@ -212,42 +244,6 @@ def sidecar_command(plan: BuildPlan, args: argparse.Namespace) -> str:
         argv.append(f"--built-from={plan.built_from}")
     if args.revision:
         argv.append(f"--revision={args.revision}")
-    return shlex.join(argv)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", help="the fp32 ONNX (or, on 11.4.1+, an fp16-typed or Q/DQ ONNX)")
-    parser.add_argument("--precision", choices=("fp16", "int8"), required=True)
-    parser.add_argument("--out", required=True, help="the loadable to write (X.loadable)")
-    parser.add_argument("--trt-version", help="the robot's TensorRT (default: trtexec --version from PATH)")
-    parser.add_argument("--dla-core", type=int, default=0, help="DLA core the loadable is built for")
-    parser.add_argument("--input-format", help="trtexec spelling, e.g. int8:dla_hwc4 or fp16:chw16")
-    parser.add_argument("--output-format", help="trtexec spelling, one for all outputs or one per output")
-    parser.add_argument("--calibration-cache", help="TensorRT 10.x int8: the calibration cache")
-    parser.add_argument("--dry-run", action="store_true", help="print the command, run nothing")
-    parser.add_argument("--revision", help="model revision for the sidecar (default: git describe)")
-    parser.add_argument("--metadata", help="model metadata YAML (default: <model>.meta.yaml)")
-
-
-def run(args: argparse.Namespace) -> int:
-    trtexec = shutil.which("trtexec")
-    plan = plan_build(args, run_convert=not args.dry_run)
-    for note in plan.notes:
-        print(note)
-    print(f"TensorRT {plan.version} ({plan.line}), {plan.precision}:")
-    print(plan.command)
-    if args.dry_run or trtexec is None:
-        why = "dry run" if args.dry_run else "trtexec is not on PATH"
-        print(f"({why}: not run; after building it, record it with)\n{sidecar_command(plan, args)}")
-        return 0
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([trtexec, *plan.argv[1:]], capture_output=True, text=True)
-    if proc.returncode != 0 or not out.is_file():
-        lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
-        last = next((ln for ln in reversed(lines) if "[E]" in ln or "rror" in ln), lines[-1] if lines else "")
-        print(f"dla_build compile: trtexec failed (exit {proc.returncode}): {last.strip()}", file=sys.stderr)
-        return 1
-    sidecar = write_sidecar(sidecar_doc(plan, args, out), out)
-    print(f"loadable: {out}\nsidecar: {sidecar}")
-    return 0
+    if getattr(args, "metadata", None):
+        argv.append(f"--metadata={args.metadata}")
+    return argv

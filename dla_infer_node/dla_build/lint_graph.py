@@ -3,7 +3,9 @@
 Verdicts (one consistent meaning, used by ``dla_build lint``):
 - ``dla``: TensorRT runs the layer on the DLA (within every documented limit, see ``dla_rules``).
 - ``folded``: computed at build time from constants (Constant, Shape of a static tensor, the Gather/Cast/
-  Concat/... chains that only make shapes), or a no-op the parser drops (Identity, Dropout); no layer.
+  Concat/... chains that only make shapes, a DequantizeLinear of int8 weights), a no-op the parser drops
+  (Identity, Dropout), or a QuantizeLinear/DequantizeLinear of an activation, which a strongly typed
+  (explicitly quantized) build fuses into the int8 layers around it; no layer.
 - ``gpu-fallback``: a static-shaped layer the DLA cannot run; a build with ``--allowGPUFallback`` puts it
   on the GPU (a hybrid engine), so a ``--buildDLAStandalone`` build, which may hold DLA layers only, fails.
 - ``forbids-standalone``: a hard violation no DLA build accepts as is: dynamic dimensions (on an input, or
@@ -20,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dla_infer_node.artifact import dla_rules
-from dla_infer_node.artifact.dla_limits import NodeFacts, Shape
 from dla_infer_node.core.errors import ModelError
+from dla_infer_node.dla_build import dla_rules
+from dla_infer_node.dla_build.dla_limits import NodeFacts, Shape
 
 if TYPE_CHECKING:
     import onnx
@@ -198,6 +200,12 @@ def analyse(model: onnx.ModelProto, opset: int) -> list[Row]:
             continue
         facts = NodeFacts(op, attrs, in_shapes, out_shapes, [values.get(i) for i in node.input], const,
                           [c for o in node.output for c in consumers.get(o, [])], opset)
+        if op in dla_rules.QDQ_OPS:  # explicit quantization: fused into the int8 layers, no layer of its own
+            problems = dla_rules.check_qdq(facts)
+            rows.append(Row(name, op, FORBIDS if problems else FOLDED, "; ".join(problems) or
+                            "explicit int8 quantization: TensorRT fuses the Q/DQ pair into the int8 layers "
+                            "around it (no layer of its own)"))
+            continue
         on_dla, reason = dla_rules.judge(facts)
         rows.append(Row(name, op, DLA if on_dla else FALLBACK, reason))
     return rows

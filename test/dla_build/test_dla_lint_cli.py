@@ -14,7 +14,7 @@ from _lint_graphs import REPO, SHIPPED, YOLO_FIXTURES, yolov8_like_head
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dla_infer_node.artifact.build_cli", "lint", *args],
+    return subprocess.run([sys.executable, "-m", "dla_infer_node.dla_build.build_cli", "lint", *args],
                           capture_output=True, text=True, timeout=120, cwd=REPO)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dla_infer_node.artifact.dla_limits import (
+from dla_infer_node.dla_build.dla_limits import (
     RESIZE_LINEAR,
     RESIZE_NEAREST,
     RESIZE_NEAREST_MODES,
