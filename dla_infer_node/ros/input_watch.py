@@ -4,8 +4,8 @@
 - the input health (issue 18): failed / unusable / dropped frames, publishers with an incompatible QoS;
 - the image codecs' own stderr messages (libjpeg, libpng), routed through the node's throttled logger.
 
-:meth:`InputWatch.subscribe` makes the image subscription wired to all of it; :meth:`sources` are the
-diagnostics status sources; :meth:`close` gives stderr back.
+:meth:`InputWatch.subscribe` makes the image subscription wired to all of it; :attr:`health` and
+:meth:`monitor_status` are diagnostics status sources; :meth:`close` gives stderr back.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from rclpy.qos import QoSCompatibility, QoSProfile, qos_check_compatible
 from rclpy.subscription import Subscription
 
 from dla_infer_node.core.codec_stderr import CODEC_STDERR, write_stderr
-from dla_infer_node.ros.diagnostics import StatusSource
-from dla_infer_node.ros.health import InputHealth
+from dla_infer_node.ros.health import InputHealth, Status
 from dla_infer_node.ros.image_subscription import image_subscription
 from dla_infer_node.ros.input_monitor import InputMonitor
 from dla_infer_node.ros.params import NodeConfig
@@ -53,8 +52,9 @@ class InputWatch:
         self._sub = None
         self._matched = lambda: 0
 
-    def sources(self) -> list[StatusSource]:
-        return [self.health, lambda: self.monitor.status(self._matched())]
+    def monitor_status(self) -> Status:
+        """Diagnostics status source: frames lost on the way, matched publishers gone silent."""
+        return self.monitor.status(self._matched())
 
     def apply(self, values: Mapping[str, Any]) -> None:
         """Live parameter changes that concern the monitor."""

@@ -90,15 +90,16 @@ def declare_parameters(node: Node, *, check_files: bool,
                 if p.name in SPECS and SPECS[p.name].type == "double" and p.type_ == Parameter.Type.INTEGER
                 else p for p in parameters]
 
-    if hasattr(node, "add_pre_set_parameters_callback"):  # Iron and later; on Humble on_set widens
-        node.add_pre_set_parameters_callback(widen)
-    node.add_on_set_parameters_callback(on_set)
     for spec in PARAMETERS:
         value = getattr(config, spec.name)
         # declared with the validated, resolved value (e.g. the shipped model's absolute path, a
         # threshold given as the integer 1 widened to 1.0), so `ros2 param get` shows what is used
         node.declare_parameter(spec.name, list(value) if isinstance(value, tuple) else value,
                                descriptor(spec), ignore_override=True)
+    # after declaring: rclpy runs these callbacks for declarations too, which are no changes
+    if hasattr(node, "add_pre_set_parameters_callback"):  # Iron and later; on Humble on_set widens
+        node.add_pre_set_parameters_callback(widen)
+    node.add_on_set_parameters_callback(on_set)
     return config
 
 

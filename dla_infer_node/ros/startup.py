@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -81,18 +81,6 @@ def input_of(config: NodeConfig) -> tuple[Any, str, bool]:
     compressed = config.input_transport == "compressed"
     msg_type = CompressedImage if compressed else Image
     return msg_type, ("image/compressed" if compressed else "image"), compressed
-
-
-def apply_live_changes(values: Mapping[str, Any], detector: Detector, outputs: Any | None) -> None:
-    """Apply validated live parameter changes to the running parts (``outputs`` may not exist yet)."""
-    if "confidence_threshold" in values:
-        detector.conf_threshold = values["confidence_threshold"]
-    if "nms_iou_threshold" in values:
-        detector.iou_threshold = values["nms_iou_threshold"]
-    if "max_detections" in values:
-        detector.max_detections = values["max_detections"]
-    if "debug_image" in values and outputs is not None:
-        outputs.debug_enabled = values["debug_image"]
 
 
 def stop_inference(inference: FrameInference, logger: RcutilsLogger) -> bool:
