@@ -164,6 +164,9 @@ class DetectorParts:
         with self._outputs_lock:
             if self._outputs is not None:
                 self._outputs.debug_enabled = self._debug_image
+                if "confidence_threshold" in values and self.opened is not None:
+                    # label_info carries the threshold: a latched stale value would mislead late joiners
+                    self._outputs.publish_label_info(self.opened.detector.conf_threshold)
         if self._watch is not None:
             self._watch.apply(values)
 
