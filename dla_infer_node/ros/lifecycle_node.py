@@ -5,8 +5,9 @@ Transitions (driven with the ``~/change_state`` service, or a lifecycle manager)
 
 - configure: parameters validated (declared on the first configure), the artifact checked, the backend
   opened (ONNX Runtime session, or the DLA module loaded and its memory registered), the detector and the
-  inference worker made. A bad parameter or a backend that cannot open fails the transition (the node
-  stays unconfigured) with the same one-line reason the plain node exits with.
+  inference worker made. Any failure (a bad parameter, a backend that cannot open, bad model metadata,
+  whatever the error's type) fails the transition with one log line, the same reason the plain node
+  exits with; the node stays unconfigured.
 - activate: the output topics (detections, label_info, debug_image) and the image subscription appear.
 - deactivate: the subscription goes first (no frame is taken any more), the frame in hand is answered,
   then the outputs go; the backend and its DLA state stay loaded for the next activate.
@@ -19,6 +20,8 @@ monitor can tell an inactive node from a dead one. The plain node (``dla_infer_n
 from __future__ import annotations
 
 import sys
+import traceback
+from pathlib import Path
 from typing import Any
 
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -32,6 +35,18 @@ from dla_infer_node.ros.startup import run_node
 
 OK = TransitionCallbackReturn.SUCCESS
 FAILED = TransitionCallbackReturn.FAILURE
+
+
+def failure_line(exc: BaseException) -> str:
+    """One log line for a failed configure: the project's errors as the plain node would exit with them;
+    anything else (a bug, or bad input a check missed) with its type and where it was raised."""
+    if isinstance(exc, DlaInferError):
+        text = str(exc)
+    else:
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+        text = f"unexpected {type(exc).__name__}: {exc}{where}"
+    return " ".join(text.split())  # a multi-line message would be read as several events
 
 
 class DlaInferLifecycleNode(LifecycleNode):
@@ -48,8 +63,8 @@ class DlaInferLifecycleNode(LifecycleNode):
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         try:
             opened = self.parts.configure(self._validated_config())
-        except DlaInferError as exc:  # the same one line the plain node would exit with
-            self.get_logger().error(f"configure failed: {exc}")
+        except Exception as exc:  # whatever its type: one line, and the node stays unconfigured
+            self.get_logger().error(f"configure failed: {failure_line(exc)}")
             return FAILED
         self.get_logger().info(f"configured: backend={opened.backend_name} model={opened.model_name} "
                                f"classes={len(opened.classes)}")
