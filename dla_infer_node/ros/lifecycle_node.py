@@ -3,7 +3,7 @@
 
 Transitions (driven with the ``~/change_state`` service, or a lifecycle manager):
 
-- configure: parameters validated (declared on the first configure), the artifact checked, the backend
+- configure: parameters validated, the artifact checked, the backend
   opened (ONNX Runtime session, or the DLA module loaded and its memory registered), the detector and the
   inference worker made. Any failure (a bad parameter, a backend that cannot open, bad model metadata,
   whatever the error's type) fails the transition with one log line, the same reason the plain node
@@ -12,6 +12,10 @@ Transitions (driven with the ``~/change_state`` service, or a lifecycle manager)
 - deactivate: the subscription goes first (no frame is taken any more), the frame in hand is answered,
   then the outputs go; the backend and its DLA state stay loaded for the next activate.
 - cleanup / shutdown: reverse order: (deactivate if active,) worker stopped, detector and backend closed.
+
+Parameters are declared when the node starts, with the values given, and validated at configure: a bad
+one fails configure, can be set right with ``ros2 param set`` and configure retried. What configure reads
+(every parameter not changeable at run time, except ``executor``) can be set only while unconfigured.
 
 ``/diagnostics`` reports in every state once configured (``lifecycle_state`` among the values), so a
 monitor can tell an inactive node from a dead one. The plain node (``dla_infer_node``) stays the default.
@@ -28,8 +32,8 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 
 from dla_infer_node.core.errors import DlaInferError
 from dla_infer_node.ros.executors import NODE_NAME
-from dla_infer_node.ros.param_binding import declare_parameters, given_value
-from dla_infer_node.ros.params import PARAMETERS, NodeConfig, validate_config
+from dla_infer_node.ros.param_binding import declare_for_configure, given_value
+from dla_infer_node.ros.params import PARAMETERS, SPECS, NodeConfig, validate_config
 from dla_infer_node.ros.parts import DetectorParts
 from dla_infer_node.ros.startup import run_node
 
@@ -57,7 +61,8 @@ class DlaInferLifecycleNode(LifecycleNode):
         # a process-level choice, needed before configure: refused (exit 2) at start like the plain node's
         self.executor_kind: str = given_value(self, "executor")
         self.parts = DetectorParts(self, report_state=True)
-        self._declared = False
+        # declared now, validated at configure: a bad value can be set right and configure retried
+        declare_for_configure(self, on_change=self._on_parameters_changed, refuse=self._refused_set)
 
     # ---- transitions ------------------------------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -100,13 +105,14 @@ class DlaInferLifecycleNode(LifecycleNode):
 
     # ---- parts ------------------------------------------------------------------------------------------
     def _validated_config(self) -> NodeConfig:
-        if not self._declared:  # validated as a whole, then declared (ros2 param shows them from now)
-            config = declare_parameters(self, check_files=True, on_change=self._on_parameters_changed)
-            self._declared = True
-            return config
-        # a later configure (after cleanup) checks the current values and the files again
         return validate_config({p.name: self.get_parameter(p.name).value for p in PARAMETERS},
                                check_files=True)
+
+    def _refused_set(self, name: str) -> str | None:
+        if SPECS[name].read_only and self.parts.state != "unconfigured":
+            return (f"{name} is read at configure and the node is {self.parts.state}: cleanup, set it, then "
+                    f"configure again")
+        return None
 
     def _on_parameters_changed(self, values: dict[str, Any]) -> None:
         self.parts.apply(values)
