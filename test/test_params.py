@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dla_infer_node.core import settings
 from dla_infer_node.core.errors import ParameterError
 from dla_infer_node.ros import params
 
@@ -21,16 +22,16 @@ def _files(tmp_path: Path) -> dict[str, str]:
 
 
 def test_table_is_unique_and_defaults_validate() -> None:
-    names = [p.name for p in params.PARAMETERS]
+    names = [p.name for p in settings.PARAMETERS]
     assert len(names) == len(set(names))
-    for p in params.PARAMETERS:
+    for p in settings.PARAMETERS:
         assert p.validate(p.default) == p.default, p.name
         assert p.description
-    assert set(params.LIVE_PARAMETERS) == {"confidence_threshold", "nms_iou_threshold", "max_detections",
+    assert set(settings.LIVE_PARAMETERS) == {"confidence_threshold", "nms_iou_threshold", "max_detections",
                                            "debug_image", "input_loss_warn_ratio", "input_stall_periods"}
     for ro in ("backend", "model_path", "loadable_path", "artifact_path", "runtime_mode", "dla_core",
                "input_transport", "qos_reliability", "qos_depth"):
-        assert params.SPECS[ro].read_only
+        assert settings.SPECS[ro].read_only
 
 
 @pytest.mark.parametrize("name,value", [
@@ -43,15 +44,15 @@ def test_table_is_unique_and_defaults_validate() -> None:
 ])
 def test_bad_values_name_parameter_value_and_allowed(name: str, value: object) -> None:
     with pytest.raises(ParameterError) as err:
-        params.validate_value(name, value)
+        settings.validate_value(name, value)
     text = str(err.value)
     assert err.value.name == name and f"'{name}'" in text and repr(value) in text
     assert "allowed" in text and "\n" not in text
 
 
 def test_double_accepts_int_and_returns_float() -> None:
-    assert params.validate_value("confidence_threshold", 1) == 1.0
-    assert isinstance(params.validate_value("confidence_threshold", 0), float)
+    assert settings.validate_value("confidence_threshold", 1) == 1.0
+    assert isinstance(settings.validate_value("confidence_threshold", 0), float)
 
 
 def test_standalone_is_explained() -> None:
@@ -80,15 +81,15 @@ def test_missing_files_are_parameter_errors(tmp_path: Path) -> None:
 
 def test_preprocess_auto_follows_the_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the default, so `backend:=onnxruntime` works with the Orin config (which leaves it at auto)
-    assert params.SPECS["preprocess_device"].default == "auto"
+    assert settings.SPECS["preprocess_device"].default == "auto"
     assert params.validate_config(_files(tmp_path)).preprocess_device == "cpu"
     loadable = tmp_path / "x.loadable"
     loadable.write_bytes(b"\0")
     (tmp_path / "x.loadable.yaml").write_text("x")
     cfg = params.validate_config({"backend": "cudla", "loadable_path": str(loadable)})
     # gpu where the fused kernel can run (cuda.core installed), else cpu: this machine has no cuda.core
-    assert cfg.preprocess_device == ("gpu" if params.gpu_preprocess_possible() else "cpu")
-    monkeypatch.setattr(params, "gpu_preprocess_possible", lambda: True)
+    assert cfg.preprocess_device == ("gpu" if settings.gpu_preprocess_possible() else "cpu")
+    monkeypatch.setattr(settings, "gpu_preprocess_possible", lambda: True)
     cfg = params.validate_config({"backend": "cudla", "loadable_path": str(loadable)})
     assert cfg.preprocess_device == "gpu"
     orin = yaml.safe_load((REPO / "config" / "orin_dla.yaml").read_text())["/**"]["ros__parameters"]
@@ -139,11 +140,11 @@ def test_labels(tmp_path: Path) -> None:
 def test_config_files_mirror_the_table(name: str) -> None:
     doc = yaml.safe_load((REPO / "config" / name).read_text())
     values = doc["/**"]["ros__parameters"]
-    assert set(values) == set(params.SPECS), set(values) ^ set(params.SPECS)
+    assert set(values) == set(settings.SPECS), set(values) ^ set(settings.SPECS)
     for key, value in values.items():
-        params.validate_value(key, tuple(value) if isinstance(value, list) else value)
+        settings.validate_value(key, tuple(value) if isinstance(value, list) else value)
         # ROS parameter types are strict: a YAML int for a double parameter would be rejected by rclpy
-        if params.SPECS[key].type == "double":
+        if settings.SPECS[key].type == "double":
             assert isinstance(value, float), key
 
 
@@ -154,13 +155,13 @@ def test_orin_config_is_hybrid_cudla() -> None:
 
 
 def test_markdown_table_lists_every_parameter() -> None:
-    table = params.markdown_table()
-    for p in params.PARAMETERS:
+    table = settings.markdown_table()
+    for p in settings.PARAMETERS:
         assert f"`{p.name}`" in table
 
 
 def test_readme_parameter_table_is_the_generated_one() -> None:
     # README.md carries the table verbatim; regenerate it with
-    # .venv/bin/python -c "from dla_infer_node.ros.params import markdown_table; print(markdown_table())"
+    # .venv/bin/python -c "from dla_infer_node.core.settings import markdown_table; print(markdown_table())"
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert params.markdown_table() in readme, "README.md's parameter table is out of date"
+    assert settings.markdown_table() in readme, "README.md's parameter table is out of date"

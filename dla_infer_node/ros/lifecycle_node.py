@@ -31,9 +31,10 @@ from typing import Any
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
 from dla_infer_node.core.errors import DlaInferError
+from dla_infer_node.core.settings import PARAMETERS, SPECS
 from dla_infer_node.ros.executors import NODE_NAME
 from dla_infer_node.ros.param_binding import declare_for_configure, given_value
-from dla_infer_node.ros.params import PARAMETERS, SPECS, NodeConfig, validate_config
+from dla_infer_node.ros.params import NodeConfig, validate_config
 from dla_infer_node.ros.parts import DetectorParts
 from dla_infer_node.ros.startup import run_node
 
