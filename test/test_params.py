@@ -9,7 +9,7 @@ import yaml
 
 from dla_infer_node.core import settings
 from dla_infer_node.core.errors import ParameterError
-from dla_infer_node.ros import params
+from dla_infer_node.ros import node_config
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -57,14 +57,14 @@ def test_double_accepts_int_and_returns_float() -> None:
 
 def test_standalone_is_explained() -> None:
     with pytest.raises(ParameterError) as err:
-        params.validate_config({"runtime_mode": "standalone"})
+        node_config.validate_config({"runtime_mode": "standalone"})
     text = str(err.value)
     assert "--buildDLAStandalone" in text and "hybrid" in text
     assert "cuda.bindings.cudla" in text and "standalone runtime mode" in text
 
 
 def test_config_fills_metadata_next_to_model(tmp_path: Path) -> None:
-    cfg = params.validate_config(_files(tmp_path))
+    cfg = node_config.validate_config(_files(tmp_path))
     assert cfg.metadata_path == str(tmp_path / "m.meta.yaml")
     assert cfg.ort_providers == ("CPUExecutionProvider",)
     assert cfg.confidence_threshold == 0.25 and cfg.qos_depth == 5
@@ -72,35 +72,35 @@ def test_config_fills_metadata_next_to_model(tmp_path: Path) -> None:
 
 def test_missing_files_are_parameter_errors(tmp_path: Path) -> None:
     with pytest.raises(ParameterError, match="model_path"):
-        params.validate_config({"model_path": str(tmp_path / "nope.onnx")})
+        node_config.validate_config({"model_path": str(tmp_path / "nope.onnx")})
     with pytest.raises(ParameterError, match="loadable_path"):
-        params.validate_config({"backend": "cudla"})
+        node_config.validate_config({"backend": "cudla"})
     with pytest.raises(ParameterError, match="labels_path"):
-        params.validate_config({**_files(tmp_path), "labels_path": str(tmp_path / "nope.txt")})
+        node_config.validate_config({**_files(tmp_path), "labels_path": str(tmp_path / "nope.txt")})
 
 
 def test_preprocess_auto_follows_the_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the default, so `backend:=onnxruntime` works with the Orin config (which leaves it at auto)
     assert settings.SPECS["preprocess_device"].default == "auto"
-    assert params.validate_config(_files(tmp_path)).preprocess_device == "cpu"
+    assert node_config.validate_config(_files(tmp_path)).preprocess_device == "cpu"
     loadable = tmp_path / "x.loadable"
     loadable.write_bytes(b"\0")
     (tmp_path / "x.loadable.yaml").write_text("x")
-    cfg = params.validate_config({"backend": "cudla", "loadable_path": str(loadable)})
+    cfg = node_config.validate_config({"backend": "cudla", "loadable_path": str(loadable)})
     # gpu where the fused kernel can run (cuda.core installed), else cpu: this machine has no cuda.core
     assert cfg.preprocess_device == ("gpu" if settings.gpu_preprocess_possible() else "cpu")
     monkeypatch.setattr(settings, "gpu_preprocess_possible", lambda: True)
-    cfg = params.validate_config({"backend": "cudla", "loadable_path": str(loadable)})
+    cfg = node_config.validate_config({"backend": "cudla", "loadable_path": str(loadable)})
     assert cfg.preprocess_device == "gpu"
     orin = yaml.safe_load((REPO / "config" / "orin_dla.yaml").read_text())["/**"]["ros__parameters"]
-    cfg = params.validate_config({**orin, **_files(tmp_path), "backend": "onnxruntime",
+    cfg = node_config.validate_config({**orin, **_files(tmp_path), "backend": "onnxruntime",
                                   "ort_providers": tuple(orin["ort_providers"])})
     assert cfg.backend == "onnxruntime" and cfg.preprocess_device == "cpu"
 
 
 def test_cudla_without_loadable_names_the_parameter_in_one_line() -> None:
     with pytest.raises(ParameterError) as err:
-        params.validate_config({"backend": "cudla"})
+        node_config.validate_config({"backend": "cudla"})
     text = str(err.value)
     assert err.value.name == "loadable_path" and "\n" not in text
     assert "loadable_path" in text and "artifact_path" in text and "--buildDLAStandalone" in text
@@ -108,7 +108,7 @@ def test_cudla_without_loadable_names_the_parameter_in_one_line() -> None:
 
 def test_gpu_preprocess_needs_cudla(tmp_path: Path) -> None:
     with pytest.raises(ParameterError, match="preprocess_device"):
-        params.validate_config({**_files(tmp_path), "preprocess_device": "gpu"})
+        node_config.validate_config({**_files(tmp_path), "preprocess_device": "gpu"})
 
 
 def test_cudla_config(tmp_path: Path) -> None:
@@ -117,13 +117,13 @@ def test_cudla_config(tmp_path: Path) -> None:
     meta = tmp_path / "meta.yaml"
     meta.write_text("x")
     with pytest.raises(ParameterError, match="artifact_path"):  # no sidecar next to the loadable
-        params.validate_config({"backend": "cudla", "loadable_path": str(loadable)})
+        node_config.validate_config({"backend": "cudla", "loadable_path": str(loadable)})
     (tmp_path / "x.loadable.yaml").write_text("x")
-    cfg = params.validate_config({"backend": "cudla", "loadable_path": str(loadable), "dla_core": 1,
+    cfg = node_config.validate_config({"backend": "cudla", "loadable_path": str(loadable), "dla_core": 1,
                                   "preprocess_device": "gpu"})
     assert cfg.backend == "cudla" and cfg.dla_core == 1
     assert cfg.artifact_path == str(tmp_path / "x.loadable.yaml") and cfg.metadata_path == ""
-    cfg = params.validate_config({"backend": "cudla", "loadable_path": str(loadable),
+    cfg = node_config.validate_config({"backend": "cudla", "loadable_path": str(loadable),
                                   "artifact_path": str(meta), "metadata_path": str(meta)})
     assert cfg.artifact_path == cfg.metadata_path == str(meta)
 
@@ -131,9 +131,9 @@ def test_cudla_config(tmp_path: Path) -> None:
 def test_labels(tmp_path: Path) -> None:
     f = tmp_path / "l.txt"
     f.write_text("a\n\nb\n")
-    assert params.load_labels(str(f), 2) == ("a", "b")
+    assert node_config.load_labels(str(f), 2) == ("a", "b")
     with pytest.raises(ParameterError, match="exactly 3"):
-        params.load_labels(str(f), 3)
+        node_config.load_labels(str(f), 3)
 
 
 @pytest.mark.parametrize("name", ["cpu_demo.yaml", "orin_dla.yaml"])

@@ -3,7 +3,7 @@ validation of each value -- ROS-free, so the node, the managed node, the backend
 tools check a setting by the same row and refuse it with the same words.
 
 :data:`PARAMETERS` is the single source: ``ros/param_binding.py`` turns the rows into rclpy parameter
-descriptors, ``ros/params.py`` resolves a whole node configuration (paths, files) from them, the
+descriptors, ``ros/node_config.py`` resolves a whole node configuration (paths, files) from them, the
 backends and :class:`~dla_infer_node.core.pipeline.Detector` validate their values by the same rows,
 ``config/*.yaml`` mirror it (a test checks) and the README's table is generated from it. A refusal is a
 :class:`~dla_infer_node.core.errors.ParameterError` naming the setting, its value and what is allowed.

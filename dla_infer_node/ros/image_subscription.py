@@ -22,7 +22,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.subscription import Subscription
 
-from dla_infer_node.ros.input_monitor import InputMonitor
+from dla_infer_node.ros.input_liveness import InputMonitor
 
 OnImage = Callable[[bytes, "Mapping[str, Any] | None"], None]
 

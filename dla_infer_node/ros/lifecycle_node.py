@@ -33,10 +33,10 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from dla_infer_node.core.errors import DlaInferError
 from dla_infer_node.core.settings import PARAMETERS, SPECS
 from dla_infer_node.ros.executors import NODE_NAME
+from dla_infer_node.ros.node_config import NodeConfig, validate_config
+from dla_infer_node.ros.node_process import run_node
 from dla_infer_node.ros.param_binding import declare_for_configure, given_value
-from dla_infer_node.ros.params import NodeConfig, validate_config
 from dla_infer_node.ros.parts import DetectorParts
-from dla_infer_node.ros.startup import run_node
 
 OK = TransitionCallbackReturn.SUCCESS
 FAILED = TransitionCallbackReturn.FAILURE

@@ -24,7 +24,7 @@ from rclpy.parameter import Parameter
 from dla_infer_node.core.errors import ParameterError
 from dla_infer_node.core.settings import PARAMETERS, SPECS, ParamSpec, validate_value
 from dla_infer_node.core.yaml_file import read_yaml
-from dla_infer_node.ros.params import NodeConfig, validate_config
+from dla_infer_node.ros.node_config import NodeConfig, validate_config
 
 # parameters rclpy or ROS tooling may set on any node; not ours, so not worth a warning
 _FOREIGN_PARAMETERS = ("use_sim_time", "start_type_description_service", "qos_overrides")

@@ -28,11 +28,11 @@ from std_msgs.msg import Header
 from dla_infer_node.core.detections import Detections
 from dla_infer_node.ros.diagnostics import DiagnosticsReporter, StatusSource
 from dla_infer_node.ros.inference import FrameInference
-from dla_infer_node.ros.input_watch import InputWatch
+from dla_infer_node.ros.input_subscription import InputWatch
+from dla_infer_node.ros.node_config import NodeConfig
+from dla_infer_node.ros.node_process import Injected, OpenedDetector, input_of, open_detector, stop_inference
 from dla_infer_node.ros.outputs import DetectionOutputs
-from dla_infer_node.ros.params import NodeConfig
 from dla_infer_node.ros.qos import image_qos
-from dla_infer_node.ros.startup import Injected, OpenedDetector, input_of, open_detector, stop_inference
 from dla_infer_node.ros.topic_hints import OtherTransportHint
 
 # counters summed over configure cycles (a lifecycle node may configure several times)

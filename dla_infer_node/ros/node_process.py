@@ -30,8 +30,8 @@ from dla_infer_node.core.pipeline import Detector
 from dla_infer_node.core.stop_signals import stop_on_signals
 from dla_infer_node.ros.executors import executor_factory, shutdown_executor, try_shutdown
 from dla_infer_node.ros.inference import FrameInference
+from dla_infer_node.ros.node_config import NodeConfig, load_labels
 from dla_infer_node.ros.param_binding import params_file_problem
-from dla_infer_node.ros.params import NodeConfig, load_labels
 
 try:  # Humble has it; keep a stand-in so an older/newer rclpy without it still imports
     from rclpy.executors import ExternalShutdownException

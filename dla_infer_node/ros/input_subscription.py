@@ -18,10 +18,10 @@ from rclpy.qos import QoSCompatibility, QoSProfile, qos_check_compatible
 from rclpy.subscription import Subscription
 
 from dla_infer_node.core.codec_stderr import CODEC_STDERR, write_stderr
-from dla_infer_node.ros.health import InputHealth, Status
 from dla_infer_node.ros.image_subscription import image_subscription
-from dla_infer_node.ros.input_monitor import InputMonitor
-from dla_infer_node.ros.params import NodeConfig
+from dla_infer_node.ros.input_health import InputHealth, Status
+from dla_infer_node.ros.input_liveness import InputMonitor
+from dla_infer_node.ros.node_config import NodeConfig
 
 
 class InputWatch:
