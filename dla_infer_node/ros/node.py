@@ -27,9 +27,9 @@ from dla_infer_node.ros.executors import (
     has_events_executor,
     shutdown_executor,
 )
-from dla_infer_node.ros.node_process import Injected, run_node
+from dla_infer_node.ros.node_process import run_node
 from dla_infer_node.ros.param_binding import declare_parameters
-from dla_infer_node.ros.parts import DetectorParts
+from dla_infer_node.ros.parts import DetectorParts, Injected
 
 __all__ = ["NODE_NAME", "DlaInferNode", "executor_factory", "has_events_executor", "main",
            "shutdown_executor"]

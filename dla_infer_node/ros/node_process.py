@@ -1,10 +1,6 @@
-"""The parts of the node's start-up that the plain node and the managed (lifecycle) node share.
-
-:func:`open_detector` is everything between "parameters validated" and "ready to take frames": the
-backend opened (ONNX Runtime session, or the DLA module loaded and its memory registered), the labels
-read and the :class:`~dla_infer_node.core.pipeline.Detector` built around them. :func:`run_node` is the
-process around a node: rclpy with our own signal handling, the spin loop and the exit codes (0 after
-SIGINT/SIGTERM, 2 for an invalid configuration, 1 for a backend that cannot start or a fatal fault).
+"""The process around a node, either kind: :func:`run_node` runs rclpy with our own signal handling, the
+spin loop and the exit codes (0 after SIGINT/SIGTERM, 2 for an invalid configuration, 1 for a backend
+that cannot start or a fatal fault).
 """
 
 from __future__ import annotations
@@ -13,24 +9,16 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import rclpy
 from rclpy.executors import Executor
-from rclpy.impl.rcutils_logger import RcutilsLogger
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
-from sensor_msgs.msg import CompressedImage, Image
 
-from dla_infer_node.core.backend import Backend
 from dla_infer_node.core.errors import DlaInferError, ModelError, ParameterError
-from dla_infer_node.core.model_meta import ModelMetadata
-from dla_infer_node.core.pipeline import Detector
 from dla_infer_node.core.stop_signals import stop_on_signals
 from dla_infer_node.ros.executors import executor_factory, shutdown_executor, try_shutdown
-from dla_infer_node.ros.inference import FrameInference
-from dla_infer_node.ros.node_config import NodeConfig, load_labels
 from dla_infer_node.ros.param_binding import params_file_problem
 
 try:  # Humble has it; keep a stand-in so an older/newer rclpy without it still imports
@@ -39,61 +27,7 @@ except ImportError:  # pragma: no cover
     class ExternalShutdownException(Exception):  # type: ignore[no-redef]
         pass
 
-Injected = tuple[Backend, ModelMetadata]
 N = TypeVar("N", bound=Node)
-
-
-def open_configured_backend(config: NodeConfig) -> Injected:
-    from dla_infer_node.backends.factory import BackendSettings, open_backend  # opens ORT/CUDA lazily
-
-    return open_backend(BackendSettings(
-        backend=config.backend, model_path=config.model_path, metadata_path=config.metadata_path,
-        loadable_path=config.loadable_path, artifact_path=config.artifact_path,
-        runtime_mode=config.runtime_mode, dla_core=config.dla_core, ort_providers=config.ort_providers,
-        ort_threads=config.ort_threads, preprocess_device=config.preprocess_device))
-
-
-@dataclass(frozen=True)
-class OpenedDetector:
-    detector: Detector
-    classes: tuple[str, ...]
-    backend_name: str
-    model_name: str
-
-
-def open_detector(config: NodeConfig, injected: Injected | None = None) -> OpenedDetector:
-    """Open the configured backend (or take the injected one) and build the detector; on any failure the
-    backend is closed again before the error propagates."""
-    backend, metadata = injected if injected is not None else open_configured_backend(config)
-    try:
-        classes = (load_labels(config.labels_path, len(metadata.classes))
-                   if config.labels_path else tuple(metadata.classes))
-        detector = Detector(backend, metadata, config.confidence_threshold, config.nms_iou_threshold,
-                            config.max_detections)
-    except BaseException:
-        backend.close()
-        raise
-    return OpenedDetector(detector, classes, backend.name, metadata.name)
-
-
-def input_of(config: NodeConfig) -> tuple[Any, str, bool]:
-    """(message type, relative topic name, compressed?) of the image input ``input_transport`` selects."""
-    compressed = config.input_transport == "compressed"
-    msg_type = CompressedImage if compressed else Image
-    return msg_type, ("image/compressed" if compressed else "image"), compressed
-
-
-def stop_inference(inference: FrameInference, logger: RcutilsLogger) -> bool:
-    """Stop the worker, then close the detector (and its backend), and log the frame counts. False when
-    the worker did not stop (the backend is then left to process exit)."""
-    if not inference.close():
-        logger.error("worker did not stop within 10 s; backend left to process exit")
-        return False
-    c = inference.counters()
-    logger.info(f"stopped: worker joined, backend closed (frames in {c['frames_in']}, processed "
-                f"{c['frames_processed']}, dropped {c['frames_dropped']}, bad input {c['frames_bad_input']}, "
-                f"failed {c['frames_failed']})")
-    return True
 
 
 def run_node(name: str, make_node: Callable[[], N], executor_kind: Callable[[N], str],

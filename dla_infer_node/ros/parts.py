@@ -5,9 +5,11 @@ Both node kinds drive one :class:`DetectorParts`: the plain node (``node.py``) c
 :meth:`deactivate` / :meth:`cleanup`, from its transitions. So the subscription, the worker, the outputs and
 ``/diagnostics`` are made by the same code whichever node runs them.
 
-- configure: the backend opened, the detector and the worker made (and started), the input watch made; the
-  diagnostics reporter made once, at the first configure (its period is read-only), and kept for the
-  node's life, so a monitor sees a configured-then-cleaned-up node as well.
+- configure: the backend opened (:func:`open_detector`: the ONNX Runtime session, or the DLA module
+  loaded and its memory registered; the labels read and the Detector built around them), the worker made
+  (and started), the input subscription's watchers made; the diagnostics reporter made once, at the first
+  configure (its period is read-only), and kept for the node's life, so a monitor sees a
+  configured-then-cleaned-up node as well.
 - activate: outputs (detections, latched label_info, debug_image), the raw image subscription, the
   other-transport hint.
 - deactivate: the subscription first (no new frame), the frame in hand answered, then the outputs.
@@ -19,26 +21,86 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from rclpy.impl.rcutils_logger import RcutilsLogger
 from rclpy.node import Node
+from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 
+from dla_infer_node.backends.factory import BackendSettings, open_backend
+from dla_infer_node.core.backend import Backend
 from dla_infer_node.core.detections import Detections
+from dla_infer_node.core.model_meta import ModelMetadata
+from dla_infer_node.core.pipeline import Detector
 from dla_infer_node.ros.diagnostics import DiagnosticsReporter, StatusSource
 from dla_infer_node.ros.inference import FrameInference
 from dla_infer_node.ros.input_subscription import InputWatch
-from dla_infer_node.ros.node_config import NodeConfig
-from dla_infer_node.ros.node_process import Injected, OpenedDetector, input_of, open_detector, stop_inference
+from dla_infer_node.ros.node_config import NodeConfig, load_labels
 from dla_infer_node.ros.outputs import DetectionOutputs
 from dla_infer_node.ros.qos import image_qos
 from dla_infer_node.ros.topic_hints import OtherTransportHint
+
+Injected = tuple[Backend, ModelMetadata]
 
 # counters summed over configure cycles (a lifecycle node may configure several times)
 _COUNTS = ("frames_in", "frames_processed", "frames_dropped", "frames_bad_input", "frames_failed",
            "detections", "candidates_nonfinite")
 _OK: tuple[str, str, Mapping[str, Any]] = ("ok", "ok", {})
+
+
+def open_configured_backend(config: NodeConfig) -> Injected:
+    """The backend the configuration names (the factory imports ONNX Runtime / CUDA only when chosen)."""
+    return open_backend(BackendSettings(
+        backend=config.backend, model_path=config.model_path, metadata_path=config.metadata_path,
+        loadable_path=config.loadable_path, artifact_path=config.artifact_path,
+        runtime_mode=config.runtime_mode, dla_core=config.dla_core, ort_providers=config.ort_providers,
+        ort_threads=config.ort_threads, preprocess_device=config.preprocess_device))
+
+
+@dataclass(frozen=True)
+class OpenedDetector:
+    detector: Detector
+    classes: tuple[str, ...]
+    backend_name: str
+    model_name: str
+
+
+def open_detector(config: NodeConfig, injected: Injected | None = None) -> OpenedDetector:
+    """Open the configured backend (or take the injected one) and build the detector; on any failure the
+    backend is closed again before the error propagates."""
+    backend, metadata = injected if injected is not None else open_configured_backend(config)
+    try:
+        classes = (load_labels(config.labels_path, len(metadata.classes))
+                   if config.labels_path else tuple(metadata.classes))
+        detector = Detector(backend, metadata, config.confidence_threshold, config.nms_iou_threshold,
+                            config.max_detections)
+    except BaseException:
+        backend.close()
+        raise
+    return OpenedDetector(detector, classes, backend.name, metadata.name)
+
+
+def input_of(config: NodeConfig) -> tuple[Any, str, bool]:
+    """(message type, relative topic name, compressed?) of the image input ``input_transport`` selects."""
+    compressed = config.input_transport == "compressed"
+    msg_type = CompressedImage if compressed else Image
+    return msg_type, ("image/compressed" if compressed else "image"), compressed
+
+
+def stop_inference(inference: FrameInference, logger: RcutilsLogger) -> bool:
+    """Stop the worker, then close the detector (and its backend), and log the frame counts. False when
+    the worker did not stop (the backend is then left to process exit)."""
+    if not inference.close():
+        logger.error("worker did not stop within 10 s; backend left to process exit")
+        return False
+    c = inference.counters()
+    logger.info(f"stopped: worker joined, backend closed (frames in {c['frames_in']}, processed "
+                f"{c['frames_processed']}, dropped {c['frames_dropped']}, bad input {c['frames_bad_input']}, "
+                f"failed {c['frames_failed']})")
+    return True
 
 
 class DetectorParts:
