@@ -1,4 +1,5 @@
-"""The parameter table, its validation and the shipped config files (no ROS needed)."""
+"""A whole node configuration (ros/node_config.py) against the settings table (core/settings.py), the
+table itself and the shipped config files that mirror it (no ROS needed)."""
 
 from __future__ import annotations
 
