@@ -1,8 +1,11 @@
-"""The parameter table (:mod:`params`) bound to an rclpy node: descriptors, declaration, live updates.
+"""The settings table (:mod:`dla_infer_node.core.settings`) bound to an rclpy node: descriptors,
+declaration, live updates.
 
-Parameters are validated as a whole before anything is declared, so a bad configuration ends the node
-with one line; the declared values are the validated, resolved ones (``ros2 param get`` shows what is
-used). Live changes go through the same per-parameter validation and are applied by a callback.
+The plain node validates its parameters as a whole before anything is declared, so a bad configuration
+ends it with one line; its declared values are the validated, resolved ones (``ros2 param get`` shows
+what is used). The managed node declares the given values at start and validates them at configure, so a
+bad one can be set right. Live changes go through the same per-parameter validation and are applied by a
+callback.
 """
 
 from __future__ import annotations
