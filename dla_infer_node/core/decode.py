@@ -32,7 +32,7 @@ import numpy as np
 
 from dla_infer_node.core.detections import Detections
 from dla_infer_node.core.dfl import LazyBoxes, argmax_rows
-from dla_infer_node.core.errors import ModelError, ParameterError
+from dla_infer_node.core.errors import ModelError
 from dla_infer_node.core.model_meta import ModelMetadata
 from dla_infer_node.core.nms import MAX_NMS_CANDIDATES, nms
 from dla_infer_node.core.output_shapes import check_output_shapes
@@ -71,17 +71,6 @@ def _best_class(obj: np.ndarray | None, cls: np.ndarray) -> tuple[np.ndarray, np
     ids = np.argmax(cls, axis=1)
     best = cls[np.arange(cls.shape[0]), ids]
     return (best if obj is None else obj * best).astype(np.float32, copy=False), ids.astype(np.int64)
-
-
-def check_threshold(name: str, value: float) -> float:
-    """Thresholds are probabilities/IoUs: a finite number in [0, 1]."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ParameterError(name, value, "a number in [0, 1]") from None
-    if not (0.0 <= v <= 1.0):
-        raise ParameterError(name, value, "a number in [0, 1]")
-    return v
 
 
 def finite_candidates(c: Candidates) -> tuple[Candidates, int]:

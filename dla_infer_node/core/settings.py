@@ -1,25 +1,29 @@
-"""Every node parameter, declared once, and its validation — without rclpy.
+"""The settings table: every node parameter, its type, default, meaning and allowed values, and the one
+validation of each value -- ROS-free, so the node, the managed node, the backends and the command-line
+tools check a setting by the same row and refuse it with the same words.
 
-The table :data:`PARAMETERS` is the single source: :mod:`dla_infer_node.ros.node` turns it into rclpy
-``ParameterDescriptor`` objects, the tests check ``config/*.yaml`` against it, and the README's table is
-generated from the same rows. Validation here raises :class:`~dla_infer_node.core.errors.ParameterError`
-naming the parameter, its value and what is allowed, so a bad configuration ends the node with one line
-before any backend is opened.
+:data:`PARAMETERS` is the single source: ``ros/param_binding.py`` turns the rows into rclpy parameter
+descriptors, ``ros/node_config.py`` resolves a whole node configuration (paths, files) from them, the
+backends and :class:`~dla_infer_node.core.pipeline.Detector` validate their values by the same rows,
+``config/*.yaml`` mirror it (a test checks) and the README's table is generated from it. A refusal is a
+:class:`~dla_infer_node.core.errors.ParameterError` naming the setting, its value and what is allowed.
+
+Two things are easily confused and kept apart here: the ARTIFACT (how the loadable was compiled:
+``trtexec --buildDLAStandalone``) and the RUNTIME mode (how cuDLA runs it: hybrid). Only the hybrid
+runtime mode exists in ``cuda.bindings.cudla``; :data:`STANDALONE_EXPLANATION` is the one wording of why
+``runtime_mode: standalone`` is refused.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
-import os
-import stat
-from collections.abc import Mapping, Sequence
+import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from dla_infer_node.artifact.sidecar import default_sidecar
-from dla_infer_node.core.errors import ModelError, ParameterError
-from dla_infer_node.core.resources import find_model_file, metadata_for_model, model_dirs
+from dla_infer_node.core.errors import ParameterError
 
 ParamValue = str | int | float | bool | tuple[str, ...]
 
@@ -33,7 +37,8 @@ EXECUTORS = ("single", "events")
 
 SHIPPED_MODEL = "shapes_yolo.onnx"
 
-# Why standalone is refused, in one line (the node prints exactly this at startup).
+# Why standalone is refused, in one line: the node, the managed node, the backends and the tools all say
+# exactly this (the refusal's "allowed" part, after the parameter's name and value).
 STANDALONE_EXPLANATION = (
     "'hybrid' only: '--buildDLAStandalone' describes how the ARTIFACT was compiled (a DLA loadable that "
     "runs without TensorRT), and such a loadable runs in cuDLA hybrid mode; the Python binding "
@@ -75,15 +80,16 @@ class ParamSpec:
                 raise ParameterError(self.name, value, self.allowed())
             return value
         if self.type == "integer":
-            if isinstance(value, bool) or not isinstance(value, int):
+            # numbers.Integral: numpy integers too (the Detector's callers may pass them)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
                 raise ParameterError(self.name, value, self.allowed())
-            self._check_range(value)
+            self._check_range(int(value), value)
             return int(value)
         if self.type == "double":
             # ints are accepted and widened: a YAML "1" for a threshold should not be a type error
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(float(value)):
                 raise ParameterError(self.name, value, self.allowed())
-            self._check_range(value)
+            self._check_range(float(value), value)
             return float(value)
         if self.type == "string_array":
             if isinstance(value, str) or not isinstance(value, Sequence) or not value \
@@ -99,8 +105,8 @@ class ParamSpec:
             raise ParameterError(self.name, value, self.allowed())
         return value
 
-    def _check_range(self, value: float) -> None:
-        if (self.min is not None and value < self.min) or (self.max is not None and value > self.max):
+    def _check_range(self, number: float, value: Any) -> None:
+        if (self.min is not None and number < self.min) or (self.max is not None and number > self.max):
             raise ParameterError(self.name, value, self.allowed())
 
 
@@ -121,7 +127,7 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     _s("artifact_path", "", "Sidecar of the loadable (io tensor formats, int8 scales, build command, model "
        "metadata) for backend cudla. Empty: '<loadable_path>.yaml'."),
     _s("runtime_mode", "hybrid", "cuDLA runtime mode. Only 'hybrid' (cudla.Mode.CUDA_DLA); 'standalone' is "
-       "refused at startup with the reason.", choices=("hybrid",)),
+       "refused at startup with the reason.", choices=RUNTIME_MODES),
     ParamSpec("dla_core", "integer", 0, "DLA core for backend cudla (AGX Orin has cores 0 and 1).",
               min=0, max=1),
     _s("preprocess_device", "auto", "Where letterbox/normalise/pack runs: 'cpu', 'gpu' (one CUDA kernel "
@@ -175,62 +181,6 @@ SPECS: dict[str, ParamSpec] = {p.name: p for p in PARAMETERS}
 LIVE_PARAMETERS = tuple(p.name for p in PARAMETERS if not p.read_only)
 
 
-@dataclass(frozen=True)
-class NodeConfig:
-    """Validated startup configuration; paths are resolved (empty defaults filled in)."""
-
-    backend: str
-    model_path: str
-    metadata_path: str
-    loadable_path: str
-    artifact_path: str
-    runtime_mode: str
-    dla_core: int
-    preprocess_device: str
-    ort_threads: int
-    ort_providers: tuple[str, ...]
-    labels_path: str
-    class_id_mode: str
-    confidence_threshold: float
-    nms_iou_threshold: float
-    max_detections: int
-    input_transport: str
-    max_input_pixels: int
-    qos_reliability: str
-    qos_depth: int
-    debug_image: bool
-    diagnostics_period: float
-    input_loss_warn_ratio: float
-    input_stall_periods: float
-    executor: str
-
-
-def shipped_model_path() -> Path:
-    """The shipped ONNX model (source tree, ament index or prefix share dir); ParameterError if absent."""
-    try:
-        return find_model_file(SHIPPED_MODEL)
-    except ModelError as exc:
-        raise ParameterError("model_path", "", f"an existing ONNX model; the shipped {SHIPPED_MODEL} was "
-                             f"not found in {[str(d) for d in model_dirs()]}") from exc
-
-
-def _existing(name: str, value: str, what: str) -> str:
-    try:
-        mode = os.stat(value).st_mode
-    except OSError:
-        raise ParameterError(name, value, f"an existing file ({what}); not found") from None
-    if not stat.S_ISREG(mode):
-        raise ParameterError(name, value, f"a regular file ({what}); this path is {_file_kind(mode)}")
-    return str(Path(value))
-
-
-def _file_kind(mode: int) -> str:
-    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-             (stat.S_ISSOCK, "a socket"))
-    return next((text for test, text in kinds if test(mode)), "not a regular file")
-
-
 def validate_value(name: str, value: Any) -> ParamValue:
     """Validate one value against its table row (used by the live on-set callback)."""
     if name not in SPECS:
@@ -238,70 +188,34 @@ def validate_value(name: str, value: Any) -> ParamValue:
     return SPECS[name].validate(value)
 
 
+def validate_number(name: str, value: Any) -> float:
+    """:func:`validate_value` for a ``double`` row, typed as such."""
+    return float(validate_value(name, value))  # type: ignore[arg-type]
+
+
+def validate_integer(name: str, value: Any) -> int:
+    """:func:`validate_value` for an ``integer`` row, typed as such."""
+    return int(validate_value(name, value))  # type: ignore[arg-type]
+
+
 def gpu_preprocess_possible() -> bool:
     """Whether the fused GPU preprocess can run here: it needs cuda.core (cuda-python), which a machine
     driving the DLA through cuda.bindings alone (or the emulator's CPU fake driver) may lack."""
-    import importlib.util
-
     try:
         return importlib.util.find_spec("cuda.core") is not None
     except (ImportError, ValueError):  # no 'cuda' package at all
         return False
 
 
-def validate_config(values: Mapping[str, Any], *, check_files: bool = True) -> NodeConfig:
-    """Validate a full set of values (missing ones take their defaults) in table order, then cross-check.
-
-    The first problem raises :class:`ParameterError`; file existence is checked here so that a typo in a
-    path is reported as a parameter, before a backend is opened. ``check_files=False`` (a backend
-    injected by a benchmark or test) skips the artifact files, which are then not used.
-    """
-    v: dict[str, Any] = {}
-    for spec in PARAMETERS:
-        v[spec.name] = spec.validate(values.get(spec.name, spec.default))
-    if v["preprocess_device"] == "auto":  # resolved here, so every later check sees a concrete device
-        v["preprocess_device"] = "gpu" if v["backend"] == "cudla" and gpu_preprocess_possible() else "cpu"
-    if not check_files:
-        return NodeConfig(**v)
-    if v["backend"] == "onnxruntime":
-        if v["preprocess_device"] != "cpu":
-            raise ParameterError("preprocess_device", v["preprocess_device"],
-                                 "'cpu' with backend 'onnxruntime' ('gpu' needs backend 'cudla')")
-        model = v["model_path"] or str(shipped_model_path())
-        v["model_path"] = _existing("model_path", model, "an ONNX model; empty means the shipped model")
-    else:
-        if not v["loadable_path"]:
-            raise ParameterError("loadable_path", "", "the path of an existing DLA loadable (trtexec "
-                                 "--buildDLAStandalone output) when backend is 'cudla'; set loadable_path "
-                                 "(and artifact_path if its sidecar is not '<loadable_path>.yaml')")
-        v["loadable_path"] = _existing("loadable_path", v["loadable_path"], "a DLA loadable")
-        sidecar = v["artifact_path"] or str(default_sidecar(v["loadable_path"]))
-        v["artifact_path"] = _existing("artifact_path", sidecar, "the loadable's sidecar; empty means "
-                                       "'<loadable_path>.yaml'")
-        if v["model_path"]:
-            v["model_path"] = _existing("model_path", v["model_path"], "an ONNX model")
-    if v["metadata_path"]:
-        v["metadata_path"] = _existing("metadata_path", v["metadata_path"], "model metadata YAML")
-    elif v["backend"] == "onnxruntime":
-        v["metadata_path"] = _existing("metadata_path", str(metadata_for_model(Path(v["model_path"]))),
-                                       "model metadata YAML next to the model, '<stem>.meta.yaml'")
-    # cudla: the artifact sidecar carries the model metadata; an explicit metadata_path is only a cross-check
-    if v["labels_path"]:
-        v["labels_path"] = _existing("labels_path", v["labels_path"], "one class name per line")
-    return NodeConfig(**v)
-
-
-def load_labels(path: str, num_classes: int) -> tuple[str, ...]:
-    """Class names from a labels file (one per line, blank lines ignored); count must match the model."""
-    try:
-        names = tuple(line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines()
-                      if line.strip())
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ParameterError("labels_path", path, f"a readable UTF-8 text file ({exc})") from exc
-    if len(names) != num_classes:
-        raise ParameterError("labels_path", path, f"a file with exactly {num_classes} class names "
-                             f"(the model's class count), found {len(names)}")
-    return names
+def resolve_preprocess_device(backend: str, device: str) -> str:
+    """The concrete device for ``preprocess_device`` (``auto``: gpu with backend cudla where the fused
+    kernel can run, cpu otherwise); 'gpu' with backend onnxruntime is refused."""
+    if device == "auto":
+        return "gpu" if backend == "cudla" and gpu_preprocess_possible() else "cpu"
+    if backend == "onnxruntime" and device != "cpu":
+        raise ParameterError("preprocess_device", device,
+                             "'cpu' with backend 'onnxruntime' ('gpu' needs backend 'cudla')")
+    return device
 
 
 def markdown_table() -> str:

@@ -1,4 +1,4 @@
-"""Input liveness arithmetic (ros/input_monitor.py) fed message-info dicts and a clock, and how
+"""Input liveness arithmetic (ros/input_liveness.py) fed message-info dicts and a clock, and how
 diagnostics merge status sources (ros/diagnostics.py). No graph: the real-DDS side is test_input_loss.py."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dla_infer_node.ros.input_monitor import DDS_PROFILE, InputMonitor, publisher_key
+from dla_infer_node.ros.input_liveness import DDS_PROFILE, InputMonitor, publisher_key
 
 GID_A = {"implementation_identifier": "rmw_fastrtps_cpp", "data": b"\x01" * 16}
 GID_B = {"implementation_identifier": "rmw_fastrtps_cpp", "data": b"\x02" * 16}
