@@ -1,0 +1,113 @@
+"""Convert only the pixels the letterbox keeps: the CPU preprocess of YUV, NV12/NV21 and 16-bit frames.
+
+When a frame is an odd whole multiple k of its resized size on both axes (1920x1080 -> 640x360 is 3x),
+the resize is a pure gather: network pixel ``(x, y)`` is source pixel ``(k*x + (k-1)/2, k*y + (k-1)/2)``
+(see :mod:`dla_infer_node.core.preprocess`). These conversions are per pixel -- a YUV 4:2:2 pixel's RGB
+depends on its own Y and its pair's U and V, an NV12 pixel's on its Y and its 2x2 block's U and V, a
+16-bit value's 8-bit one on itself -- so gathering first and converting the gathered pixels gives exactly
+the bytes of converting the whole frame and then resizing it, at 1/k^2 of the conversion work.
+
+YUV is gathered with one ``cv2.mixChannels`` call (per row parity for NV12/NV21): a row of the source is
+read as groups of 2k pixels, each group holding the two samples of a pair of network pixels, and each
+network pixel is written as its own YUYV pair ``[Y, U, Y, V]``. OpenCV's YUYV conversion of that
+double-width image gives every network pixel twice, with the coefficients and rounding of the frame's own
+conversion code (tests check it byte for byte against ``cvtColor`` of the whole frame for every encoding).
+16-bit frames are gathered by ``INTER_NEAREST_EXACT`` on their 16-bit values and then scaled.
+
+Bayer frames are not gathered: a demosaiced pixel depends on its neighbours, so they take the full
+conversion (:func:`dla_infer_node.core.color_convert.to_packed8`).
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from dla_infer_node.core.color_convert import scale_to_8bit
+from dla_infer_node.core.encodings import PACKED, YUV420SP, YUV422, Encoding
+
+
+def _yuv422_bytes(name: str, p: int) -> tuple[int, int, int]:
+    """Byte offsets of pixel ``p``'s (Y, U, V) within a packed 4:2:2 row (from a pair boundary)."""
+    pair = 4 * (p // 2)
+    if name == "yuyv":
+        return 2 * p, pair + 1, pair + 3
+    return 2 * p + 1, pair, pair + 2  # uyvy
+
+
+class GatherConvert:
+    """Frame (one encoding, one size) -> the uint8 packed frame at the resized size, exactly as
+    converting the whole frame and resizing it would give (module doc). Holds its output buffers."""
+
+    def __init__(self, enc: Encoding, src_w: int, src_h: int, new_w: int, new_h: int) -> None:
+        self.enc = enc
+        self._size = (new_w, new_h)
+        self._kx, self._ky = src_w // new_w, src_h // new_h
+        self._src_h = src_h
+        if enc.family in (YUV422, YUV420SP):
+            self._pairs = np.empty((new_h, new_w // 2, 8), np.uint8)  # two [Y U Y V] per network pair
+            self._rgb2 = np.empty((new_h, 2 * new_w, 3), np.uint8)
+            self._rgb = np.empty((new_h, new_w, 3), np.uint8)
+            self._from_to = self._yuv_from_to()
+
+    @staticmethod
+    def applies(enc: Encoding, src_w: int, src_h: int, new_w: int, new_h: int) -> bool:
+        """Whether this frame size has the exact gather (odd whole factors; pairs of network pixels)."""
+        if enc.family not in (PACKED, YUV422, YUV420SP) or (enc.family == PACKED and enc.bits == 8):
+            return False
+        odd = all(s % n == 0 and (s // n) % 2 == 1 and s != n for s, n in ((src_w, new_w), (src_h, new_h)))
+        return odd and (enc.family == PACKED or new_w % 2 == 0)
+
+    def _yuv_from_to(self) -> list[int]:
+        """mixChannels pairs: source channel (byte of a group of 2k pixels) -> [Y U Y V Y U Y V]."""
+        k = self._kx
+        out: list[int] = []
+        for i, p in enumerate(((k - 1) // 2, k + (k - 1) // 2)):  # the group's two samples
+            if self.enc.family == YUV422:
+                y, u, v = _yuv422_bytes(self.enc.name, p)
+            else:  # Y plane bytes 0..2k-1, then the chroma row's bytes 2k..4k-1
+                u, v = 2 * k + 2 * (p // 2), 2 * k + 2 * (p // 2) + 1
+                y, u, v = (p, v, u) if self.enc.name == "nv21" else (p, u, v)
+            for j, src in enumerate((y, u, y, v)):
+                out += [src, 4 * i + j]
+        return out
+
+    def __call__(self, frame: np.ndarray) -> tuple[np.ndarray, str]:
+        """A validated view (:func:`encodings.validate`) -> ``(new_h, new_w, C)`` uint8 and its encoding."""
+        if self.enc.family == PACKED:
+            # NEAREST copies whole 16-bit values: read them as native, swap the few kept ones after
+            values = frame.view(np.uint16) if not frame.dtype.isnative else frame
+            small = cv2.resize(values, self._size, interpolation=cv2.INTER_NEAREST_EXACT)
+            if not frame.dtype.isnative:
+                small = small.byteswap()
+            out = scale_to_8bit(small)
+            return (out[:, :, np.newaxis] if out.ndim == 2 else out), self.enc.eight_bit
+        if self.enc.family == YUV422:
+            rows = self._rows(frame, self._ky, (self._ky - 1) // 2, self._size[1], 4 * self._kx)
+            cv2.mixChannels([rows], [self._pairs], self._from_to)
+        else:
+            self._gather_nv(frame)
+        cv2.cvtColor(self._pairs.reshape(self._size[1], 2 * self._size[0], 2), cv2.COLOR_YUV2RGB_YUY2,
+                     dst=self._rgb2)
+        # every network pixel came out twice: keep the first of each
+        cv2.mixChannels([self._rgb2.reshape(self._size[1], self._size[0], 6)], [self._rgb], [0, 0, 1, 1, 2, 2])
+        return self._rgb, "rgb8"
+
+    def _gather_nv(self, frame: np.ndarray) -> None:
+        k, h = self._kx, (self._ky - 1) // 2
+        luma, chroma = frame[:self._src_h], frame[self._src_h:]
+        for parity in (0, 1):
+            count = (self._size[1] - parity + 1) // 2
+            if count == 0:
+                continue
+            first = self._ky * parity + h  # luma row of network row 2n + parity, n = 0
+            y_rows = self._rows(luma, 2 * self._ky, first, count, 2 * k)
+            uv_rows = self._rows(chroma, self._ky, first // 2, count, 2 * k)
+            cv2.mixChannels([y_rows, uv_rows], [self._pairs[parity::2]], self._from_to)
+
+    def _rows(self, plane: np.ndarray, row_step: int, first: int, count: int, group_bytes: int) -> np.ndarray:
+        """Rows ``first, first + row_step, ...`` (``count`` of them) of a view, each read as ``new_w / 2``
+        groups of ``group_bytes`` bytes: one group per pair of network pixels (zero-copy)."""
+        return as_strided(plane[first:first + 1], (count, self._size[0] // 2, group_bytes),
+                          (plane.strides[0] * row_step, group_bytes, 1), writeable=False)
