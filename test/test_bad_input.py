@@ -59,7 +59,7 @@ def test_message_level_errors() -> None:
         lambda: image_from_fields("rgb8", 4, 4, 12, bytes(47)),  # truncated
         lambda: image_from_fields("rgb8", 4, 4, 11, bytes(48)),  # step too small
         lambda: image_from_fields("rgb8", 0, 4, 12, b""),  # zero size
-        lambda: image_from_fields("bayer_rggb8", 4, 4, 4, bytes(16)),  # unknown encoding
+        lambda: image_from_fields("nv24", 4, 4, 4, bytes(16)),  # an encoding the node refuses
         lambda: decode_compressed(b"\xff\xd8\xff garbage"),  # undecodable JPEG
     ]
     for case in cases:

@@ -23,8 +23,10 @@ def native(values: np.ndarray) -> np.ndarray:
 
 
 def scale_to_8bit(values: np.ndarray) -> np.ndarray:
-    """uint16 (any byte order) -> uint8 by 255/65535 with round-to-nearest, as cv_bridge's convertTo."""
-    return cv2.convertScaleAbs(native(values), alpha=SCALE_16_TO_8)
+    """uint16 (any byte order) -> uint8 by 255/65535 with round-to-nearest, as cv_bridge's convertTo
+    (``round(v / 257)``; no value lies on a half, so the rounding mode cannot matter). Keeps the shape."""
+    out = cv2.convertScaleAbs(native(values), alpha=SCALE_16_TO_8)
+    return out.reshape(values.shape)
 
 
 def to_packed8(image: np.ndarray, encoding: str, stage: str = "input") -> tuple[np.ndarray, str]:
@@ -37,21 +39,19 @@ def to_packed8(image: np.ndarray, encoding: str, stage: str = "input") -> tuple[
     if enc.family == PACKED:
         if enc.bits == 8:
             return img, enc.name
-        return _as3d(scale_to_8bit(img)), enc.eight_bit
-    rgb = _to_rgb(img, enc)
+        return scale_to_8bit(img), enc.eight_bit
+    rgb = to_rgb_same_depth(img, enc)
     return (rgb if enc.bits == 8 else scale_to_8bit(rgb)), "rgb8"
 
 
-def _as3d(values: np.ndarray) -> np.ndarray:
-    return values[:, :, np.newaxis] if values.ndim == 2 else values
-
-
-def _to_rgb(img: np.ndarray, enc: Encoding) -> np.ndarray:
+def to_rgb_same_depth(img: np.ndarray, enc: Encoding, dst: np.ndarray | None = None) -> np.ndarray:
+    """RGB at the source depth of a validated YUV, NV12/NV21 or Bayer view (cv_bridge's OpenCV code);
+    into ``dst`` when given (a reused buffer spares the page faults of a fresh frame-sized one)."""
     assert enc.to_rgb_code is not None  # every non-packed entry has one
     src = native(img) if enc.channels == 2 else native(img[:, :, 0])
     if not (src.strides[-1] == src.itemsize and src.strides[0] >= 0):
         src = np.ascontiguousarray(src)
-    return cv2.cvtColor(src, enc.to_rgb_code)
+    return cv2.cvtColor(src, enc.to_rgb_code, dst=dst)
 
 
 def to_rgb8(image: np.ndarray, encoding: str, stage: str = "input") -> np.ndarray:

@@ -14,8 +14,8 @@ double-width image gives every network pixel twice, with the coefficients and ro
 conversion code (tests check it byte for byte against ``cvtColor`` of the whole frame for every encoding).
 16-bit frames are gathered by ``INTER_NEAREST_EXACT`` on their 16-bit values and then scaled.
 
-Bayer frames are not gathered: a demosaiced pixel depends on its neighbours, so they take the full
-conversion (:func:`dla_infer_node.core.color_convert.to_packed8`).
+Bayer frames cannot be gathered first: a demosaiced pixel depends on its neighbours. They are demosaiced
+whole at their own depth (as cv_bridge does), then gathered, and only the gathered 16-bit values scaled.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ import cv2
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from dla_infer_node.core.color_convert import scale_to_8bit
-from dla_infer_node.core.encodings import PACKED, YUV420SP, YUV422, Encoding
+from dla_infer_node.core.color_convert import scale_to_8bit, to_rgb_same_depth
+from dla_infer_node.core import encodings
+from dla_infer_node.core.encodings import BAYER, PACKED, YUV420SP, YUV422, Encoding
 
 
 def _yuv422_bytes(name: str, p: int) -> tuple[int, int, int]:
@@ -45,16 +46,19 @@ class GatherConvert:
         self._size = (new_w, new_h)
         self._kx, self._ky = src_w // new_w, src_h // new_h
         self._src_h = src_h
+        self._rgb = np.empty((new_h, new_w, 3), np.uint8)
+        if enc.family == BAYER:
+            self._bayer8 = encodings.lookup(enc.name.replace("16", "8"))
+            self._full = np.empty((src_h, src_w, 3), np.uint8)
         if enc.family in (YUV422, YUV420SP):
             self._pairs = np.empty((new_h, new_w // 2, 8), np.uint8)  # two [Y U Y V] per network pair
             self._rgb2 = np.empty((new_h, 2 * new_w, 3), np.uint8)
-            self._rgb = np.empty((new_h, new_w, 3), np.uint8)
             self._from_to = self._yuv_from_to()
 
     @staticmethod
     def applies(enc: Encoding, src_w: int, src_h: int, new_w: int, new_h: int) -> bool:
         """Whether this frame size has the exact gather (odd whole factors; pairs of network pixels)."""
-        if enc.family not in (PACKED, YUV422, YUV420SP) or (enc.family == PACKED and enc.bits == 8):
+        if enc.family == PACKED and enc.bits == 8:
             return False
         odd = all(s % n == 0 and (s // n) % 2 == 1 and s != n for s, n in ((src_w, new_w), (src_h, new_h)))
         return odd and (enc.family == PACKED or new_w % 2 == 0)
@@ -81,8 +85,13 @@ class GatherConvert:
             small = cv2.resize(values, self._size, interpolation=cv2.INTER_NEAREST_EXACT)
             if not frame.dtype.isnative:
                 small = small.byteswap()
-            out = scale_to_8bit(small)
-            return (out[:, :, np.newaxis] if out.ndim == 2 else out), self.enc.eight_bit
+            return scale_to_8bit(small.reshape(*small.shape[:2], -1)), self.enc.eight_bit
+        if self.enc.family == BAYER:
+            # 16-bit: scaled before demosaicing, not after as cv_bridge does (OpenCV's 16-bit demosaic
+            # is ~3x its 8-bit one); the two orders differ by at most 1 in the 8-bit result
+            mosaic = frame if self.enc.bits == 8 else scale_to_8bit(frame)
+            rgb = to_rgb_same_depth(mosaic, self._bayer8, dst=self._full)
+            return cv2.resize(rgb, self._size, dst=self._rgb, interpolation=cv2.INTER_NEAREST_EXACT), "rgb8"
         if self.enc.family == YUV422:
             rows = self._rows(frame, self._ky, (self._ky - 1) // 2, self._size[1], 4 * self._kx)
             cv2.mixChannels([rows], [self._pairs], self._from_to)

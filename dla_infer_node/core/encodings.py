@@ -128,8 +128,9 @@ def expected_size(enc: Encoding, width: int, height: int, step: int | None = Non
     rows = enc.rows(height)
     step_text = f"step >= {row}" if step is None else f"step {step} (>= {row})"
     rule = enc.size_rule()
-    needs = f"{enc.name} needs {rule}, " if rule else f"{enc.name} needs "
-    return f"{needs}{rows} rows of {step_text} bytes"
+    needs = f"{enc.name} needs {rule}; " if rule else f"{enc.name} needs "
+    rows_text = f"{rows} rows (height * 3 / 2)" if enc.family == YUV420SP else f"{rows} rows"
+    return f"{needs}{rows_text} of {step_text} bytes ({enc.pixel_bytes} a pixel)"
 
 
 def frame_size(frame: np.ndarray, enc: Encoding) -> tuple[int, int]:
