@@ -36,9 +36,9 @@ def pixels_in(rgb: np.ndarray, encoding: str) -> np.ndarray:
         code = cv2.COLOR_RGB2YUV_YUY2 if enc.name == "yuyv" else cv2.COLOR_RGB2YUV_UYVY
         out = cv2.cvtColor(rgb, code)
     elif enc.family == YUV420SP:
-        i420 = cv2.cvtColor(rgb, cv2.COLOR_RGB2YUV_I420)  # Y rows, then U (h/4 rows of w), then V
-        u = i420[h:h + h // 4].reshape(h // 2, w // 2)
-        v = i420[h + h // 4:].reshape(h // 2, w // 2)
+        i420 = cv2.cvtColor(rgb, cv2.COLOR_RGB2YUV_I420)  # Y rows, then the U plane, then the V plane
+        chroma = i420[h:].reshape(2, h // 2, w // 2)
+        u, v = chroma[0], chroma[1]
         uv = np.stack([u, v] if enc.name == "nv12" else [v, u], axis=-1).reshape(h // 2, w)
         out = np.concatenate([i420[:h], uv])
     else:
