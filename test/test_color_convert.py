@@ -113,7 +113,7 @@ def test_preprocess_gives_the_tensor_of_cv_bridge_s_rgb(encoding: str, size: tup
     want, want_lb = Preprocessor(SPEC)(cv_bridge_rgb8(frame, encoding), "rgb8")
     assert (lb.src_w, lb.src_h, lb.new_w, lb.new_h, lb.pad_x, lb.pad_y) == (
         want_lb.src_w, want_lb.src_h, want_lb.new_w, want_lb.new_h, want_lb.pad_x, want_lb.pad_y)
-    gathered = "gathered" in pre.conversion_path(frame, encoding)
+    gathered = "gathered" in pre.conversion_path(frame, encoding)  # Bayer: after a whole-frame demosaic
     packed8 = encodings.lookup(encoding).family == encodings.PACKED and encodings.lookup(encoding).bits == 8
     assert gathered == (size in ((192, 108), (320, 240)) and not packed8)
     # normalize()'s float rounding differs by <1e-7 with the plane's range; an 8-bit level is 1/255

@@ -55,6 +55,15 @@ class GatherConvert:
             self._rgb2 = np.empty((new_h, 2 * new_w, 3), np.uint8)
             self._from_to = self._yuv_from_to()
 
+    @property
+    def way(self) -> str:
+        """How this frame size is converted, in words (benchmarks, diagnostics)."""
+        if self.enc.family != BAYER:
+            return "gathered, then converted at the network size (exact)"
+        if self.enc.bits == 8:
+            return "demosaiced whole, then gathered (exact)"
+        return "scaled to 8 bits, demosaiced whole, then gathered (within one 8-bit level)"
+
     @staticmethod
     def applies(enc: Encoding, src_w: int, src_h: int, new_w: int, new_h: int) -> bool:
         """Whether this frame size has the exact gather (odd whole factors; pairs of network pixels)."""

@@ -307,8 +307,9 @@ class Preprocessor:
         enc = encodings.lookup(encoding)
         if enc.family == encodings.PACKED and enc.bits == 8:
             return "none (8-bit packed)"
-        if self._conversion(image, encoding)[2] is not None:
-            return "gathered, then converted at the network size (exact)"
+        gather = self._conversion(image, encoding)[2]
+        if gather is not None:
+            return gather.way
         return "converted whole (cv_bridge's code), then the 8-bit preprocess"
 
     def __call__(self, image: np.ndarray, encoding: str) -> tuple[np.ndarray, Letterbox]:
