@@ -13,7 +13,7 @@ from dla_infer_node.core import encodings
 from dla_infer_node.core.errors import InputError
 from dla_infer_node.core.image_io import frame_from_fields, image_from_fields
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # what sensor_msgs/image_encodings.hpp defines for colour, mono, Bayer and YUV frames
 ROS_NAMES = {
     "rgb8", "rgba8", "rgb16", "rgba16", "bgr8", "bgra8", "bgr16", "bgra16", "mono8", "mono16",

@@ -28,7 +28,7 @@ from dla_infer_node.core.model_meta import InputSpec
 from dla_infer_node.core.preprocess import Preprocessor
 from dla_infer_node.core.synth_frames import fields_in, frame_in, pixels_in
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # cv_bridge (cv_bridge.cpp, getConversionCodes) -> RGB; NV12/NV21 are OpenCV's own (cv_bridge has none)
 CV_BRIDGE_TO_RGB = {
     "yuyv": cv2.COLOR_YUV2RGB_YUY2, "yuv422_yuy2": cv2.COLOR_YUV2RGB_YUY2,
