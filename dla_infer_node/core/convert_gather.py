@@ -46,7 +46,7 @@ class GatherConvert:
         self._size = (new_w, new_h)
         self._kx, self._ky = src_w // new_w, src_h // new_h
         self._src_h = src_h
-        self._rgb = np.empty((new_h, new_w, 3), np.uint8)
+        self._planes = [np.empty((new_h, new_w), np.uint8) for _ in range(3)]
         if enc.family == BAYER:
             self._bayer8 = encodings.lookup(enc.name.replace("16", "8"))
             self._full = np.empty((src_h, src_w, 3), np.uint8)
@@ -70,7 +70,7 @@ class GatherConvert:
         if enc.family == PACKED and enc.bits == 8:
             return False
         odd = all(s % n == 0 and (s // n) % 2 == 1 and s != n for s, n in ((src_w, new_w), (src_h, new_h)))
-        return odd and (enc.family == PACKED or new_w % 2 == 0)
+        return odd and (enc.family in (PACKED, BAYER) or new_w % 2 == 0)  # YUV: pairs of network pixels
 
     def _yuv_from_to(self) -> list[int]:
         """mixChannels pairs: source channel (byte of a group of 2k pixels) -> [Y U Y V Y U Y V]."""
@@ -86,21 +86,32 @@ class GatherConvert:
                 out += [src, 4 * i + j]
         return out
 
-    def __call__(self, frame: np.ndarray) -> tuple[np.ndarray, str]:
-        """A validated view (:func:`encodings.validate`) -> ``(new_h, new_w, C)`` uint8 and its encoding."""
-        if self.enc.family == PACKED:
-            # NEAREST copies whole 16-bit values: read them as native, swap the few kept ones after
-            values = frame.view(np.uint16) if not frame.dtype.isnative else frame
-            small = cv2.resize(values, self._size, interpolation=cv2.INTER_NEAREST_EXACT)
-            if not frame.dtype.isnative:
-                small = small.byteswap()
-            return scale_to_8bit(small.reshape(*small.shape[:2], -1)), self.enc.eight_bit
+    @property
+    def gives_planes(self) -> bool:
+        """YUV and Bayer come out as R, G, B planes (:meth:`planes`), 16-bit packed as a frame (:meth:`packed`)."""
+        return self.enc.family != PACKED
+
+    def packed(self, frame: np.ndarray) -> tuple[np.ndarray, str]:
+        """A validated 16-bit packed view -> ``(new_h, new_w, C)`` uint8 and its 8-bit encoding."""
+        # NEAREST copies whole 16-bit values: read them as native, swap the few kept ones after
+        values = frame.view(np.uint16) if not frame.dtype.isnative else frame
+        small = cv2.resize(values, self._size, interpolation=cv2.INTER_NEAREST_EXACT)
+        if not frame.dtype.isnative:
+            small = small.byteswap()
+        return scale_to_8bit(small.reshape(*small.shape[:2], -1)), self.enc.eight_bit
+
+    def planes(self, frame: np.ndarray) -> list[np.ndarray]:
+        """A validated YUV or Bayer view -> its R, G and B uint8 planes at the resized size (reused buffers)."""
         if self.enc.family == BAYER:
             # 16-bit: scaled before demosaicing, not after as cv_bridge does (OpenCV's 16-bit demosaic
             # is ~3x its 8-bit one); the two orders differ by at most 1 in the 8-bit result
             mosaic = frame if self.enc.bits == 8 else scale_to_8bit(frame)
             rgb = to_rgb_same_depth(mosaic, self._bayer8, dst=self._full)
-            return cv2.resize(rgb, self._size, dst=self._rgb, interpolation=cv2.INTER_NEAREST_EXACT), "rgb8"
+            # the kept pixel of each k x k block, straight into the three planes
+            k, h = self._kx, (self._kx - 1) // 2
+            blocks = self._rows(rgb, self._ky, (self._ky - 1) // 2, self._size[1], 3 * k, per_group=1)
+            cv2.mixChannels([blocks], self._planes, [3 * h, 0, 3 * h + 1, 1, 3 * h + 2, 2])
+            return self._planes
         if self.enc.family == YUV422:
             rows = self._rows(frame, self._ky, (self._ky - 1) // 2, self._size[1], 4 * self._kx)
             cv2.mixChannels([rows], [self._pairs], self._from_to)
@@ -108,9 +119,10 @@ class GatherConvert:
             self._gather_nv(frame)
         cv2.cvtColor(self._pairs.reshape(self._size[1], 2 * self._size[0], 2), cv2.COLOR_YUV2RGB_YUY2,
                      dst=self._rgb2)
-        # every network pixel came out twice: keep the first of each
-        cv2.mixChannels([self._rgb2.reshape(self._size[1], self._size[0], 6)], [self._rgb], [0, 0, 1, 1, 2, 2])
-        return self._rgb, "rgb8"
+        # every network pixel came out twice: the first of each, straight into the three planes
+        cv2.mixChannels([self._rgb2.reshape(self._size[1], self._size[0], 6)], self._planes,
+                        [0, 0, 1, 1, 2, 2])
+        return self._planes
 
     def _gather_nv(self, frame: np.ndarray) -> None:
         k, h = self._kx, (self._ky - 1) // 2
@@ -124,8 +136,9 @@ class GatherConvert:
             uv_rows = self._rows(chroma, self._ky, first // 2, count, 2 * k)
             cv2.mixChannels([y_rows, uv_rows], [self._pairs[parity::2]], self._from_to)
 
-    def _rows(self, plane: np.ndarray, row_step: int, first: int, count: int, group_bytes: int) -> np.ndarray:
-        """Rows ``first, first + row_step, ...`` (``count`` of them) of a view, each read as ``new_w / 2``
-        groups of ``group_bytes`` bytes: one group per pair of network pixels (zero-copy)."""
-        return as_strided(plane[first:first + 1], (count, self._size[0] // 2, group_bytes),
+    def _rows(self, plane: np.ndarray, row_step: int, first: int, count: int, group_bytes: int,
+              per_group: int = 2) -> np.ndarray:
+        """Rows ``first, first + row_step, ...`` (``count`` of them) of a view, each read as groups of
+        ``group_bytes`` bytes, one group per ``per_group`` network pixels (zero-copy)."""
+        return as_strided(plane[first:first + 1], (count, self._size[0] // per_group, group_bytes),
                           (plane.strides[0] * row_step, group_bytes, 1), writeable=False)

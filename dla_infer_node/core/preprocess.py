@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import cv2
@@ -254,12 +254,23 @@ class Preprocessor:
         """Resize (if needed), de-interleave, and convert each channel into the tensor."""
         small = src if self._new_size is None else cv2.resize(  # no resize pass when sizes match
             src, self._new_size, dst=self._small, interpolation=self.interpolation)
-        planes = (small,) if c == 1 else cv2.split(small, self._planes)
+        self._normalise((small,) if c == 1 else cv2.split(small, self._planes))
+
+    def _normalise(self, planes: Sequence[np.ndarray]) -> None:
+        """Each model channel's uint8 plane (at the resized size) -> its window of the tensor."""
         for plane, alpha, gamma, view in self._steps:
             if gamma == 0.0 and self.fast_multiply:  # zero-mean model: no min/max scan needed
                 cv2.multiply(planes[plane], 1.0, dst=view, scale=alpha, dtype=cv2.CV_32F)
             else:
                 _scale_shift(planes[plane], alpha, gamma, view)
+
+    def _tensor_of_planes(self, planes: Sequence[np.ndarray]) -> np.ndarray:
+        """R, G and B uint8 planes already at the resized size (a converter's output) -> the tensor."""
+        h, w = planes[0].shape
+        if self._key != (w, h, 3, "rgb8"):
+            self._prepare(w, h, 3, "rgb8")
+        self._normalise(planes)
+        return self._tensor
 
     def _gather_is_faster(self, gather: FusedGather, src: np.ndarray, c: int) -> bool:
         """Both ways three times, alternating, on this frame; the fastest single run decides (~3 ms once)."""
@@ -296,7 +307,10 @@ class Preprocessor:
             if gather is None:
                 return self._inner(*to_packed8(img, enc.name, stage="preprocess"))
             # a frame already at the resized size lands where the whole frame would (same letterbox)
-            tensor, _ = self._inner(*gather(img))
+            if gather.gives_planes:
+                tensor = self._inner._tensor_of_planes(gather.planes(img))
+            else:
+                tensor, _ = self._inner(*gather.packed(img))
         except cv2.error as exc:
             raise InputError(f"OpenCV failed: {exc}", call="Preprocessor",
                              params={"shape": img.shape, "encoding": encoding}, stage="preprocess") from exc
