@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quality", type=int, default=80, help="JPEG quality")
     ap.add_argument("--encoding", default="", help="raw Image frames in this ROS encoding instead of JPEG")
     ap.add_argument("--rgb8-twin", action="store_true",
-                    help="with --encoding: rgb8 frames converted from that encoding's frames (cv_bridge's way)")
+                    help="with --encoding: the rgb8 frames cv_bridge makes of that encoding's frames")
     args = ap.parse_args(argv)
     if args.rgb8_twin and not args.encoding:
         ap.error("--rgb8-twin needs --encoding")

@@ -13,11 +13,13 @@ the blocks' ratios (target: at most 2x rgb8, 1.5x as the stretch).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import cv2
@@ -54,10 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     pres = {name: Preprocessor(spec) for name in fns_names(frames)}
     fns: dict[str, Callable[[], object]] = {}
     for name, frame in frames.items():
-        fns[name] = lambda f=frame, n=name: pres[n](f, n)
+        fns[name] = functools.partial(pres[name], frame, name)
         if name not in ("rgb8", "bgr8", "mono8"):
             key = f"{name} (convert, then preprocess)"
-            fns[key] = lambda f=frame, n=name, k=key: pres[k](*to_packed8(f, n))
+            fns[key] = functools.partial(_convert_then_preprocess, pres[key], frame, name)
     per_block: list[dict[str, float]] = []
     t0 = time.monotonic()
     for b in range(blocks):
@@ -82,9 +84,13 @@ def main(argv: list[str] | None = None) -> int:
     for k, r in result["encodings"].items():
         print(f"  {k:<38} {r['ms_median_of_blocks']:7.3f} ms  {r['ratio_to_rgb8_median_of_blocks']:5.2f}x  "
               f"{r['path']}")
-    write(__import__("pathlib").Path(args.out), result)
+    write(Path(args.out), result)
     print(f"wrote {args.out}")
     return 0
+
+
+def _convert_then_preprocess(pre: Preprocessor, frame: np.ndarray, encoding: str) -> object:
+    return pre(*to_packed8(frame, encoding))
 
 
 def fns_names(frames: dict[str, np.ndarray]) -> list[str]:

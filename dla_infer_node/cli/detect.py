@@ -4,8 +4,8 @@ With ``--json`` stdout carries exactly one JSON list per image, one line each, i
 ``[{"class": str, "score": float, "bbox": [x1, y1, x2, y2], "bbox_format": "xyxy_source_pixels"}, ...]``:
 top-left and bottom-right corners in pixels of the image as read (not the network's letterboxed input).
 Annotated copies go to ``--out`` as ``<stem>_det.png``. ``--raw ENCODING:WxH`` reads raw camera frames
-(any encoding the node takes: YUYV, NV12, Bayer, 16-bit...) instead of image files. Errors print one line (``error: [stage] ...``)
-on stderr, exit code 2.
+(any encoding the node takes: YUYV, NV12, Bayer, 16-bit...) instead of image files. Errors print one line
+(``error: [stage] ...``) on stderr, exit code 2.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ def to_rgb8(image: np.ndarray, encoding: str, stage: str = "input") -> np.ndarra
 
 
 def to_bgr8(image: np.ndarray, encoding: str, stage: str = "overlay") -> np.ndarray:
-    """A contiguous ``(H, W, 3)`` uint8 BGR COPY of a frame in any supported encoding (drawing, publishing)."""
+    """A contiguous ``(H, W, 3)`` uint8 BGR COPY of a frame in any supported encoding (to draw, publish)."""
     packed, enc8 = to_packed8(image, encoding, stage)
     out = _reorder(packed, enc8, bgr=True)
     # a bgr8 frame comes back as itself from _reorder: the caller draws on the result, so copy it

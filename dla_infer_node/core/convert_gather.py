@@ -24,8 +24,8 @@ import cv2
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from dla_infer_node.core.color_convert import scale_to_8bit, to_rgb_same_depth
 from dla_infer_node.core import encodings
+from dla_infer_node.core.color_convert import scale_to_8bit, to_rgb_same_depth
 from dla_infer_node.core.encodings import BAYER, PACKED, YUV420SP, YUV422, Encoding
 
 
@@ -88,7 +88,8 @@ class GatherConvert:
 
     @property
     def gives_planes(self) -> bool:
-        """YUV and Bayer come out as R, G, B planes (:meth:`planes`), 16-bit packed as a frame (:meth:`packed`)."""
+        """YUV and Bayer come out as R, G, B planes (:meth:`planes`), 16-bit packed ones as a frame
+        (:meth:`packed`)."""
         return self.enc.family != PACKED
 
     def packed(self, frame: np.ndarray) -> tuple[np.ndarray, str]:
@@ -101,7 +102,7 @@ class GatherConvert:
         return scale_to_8bit(small.reshape(*small.shape[:2], -1)), self.enc.eight_bit
 
     def planes(self, frame: np.ndarray) -> list[np.ndarray]:
-        """A validated YUV or Bayer view -> its R, G and B uint8 planes at the resized size (reused buffers)."""
+        """A validated YUV or Bayer view -> its R, G, B uint8 planes at the resized size (reused buffers)."""
         if self.enc.family == BAYER:
             # 16-bit: scaled before demosaicing, not after as cv_bridge does (OpenCV's 16-bit demosaic
             # is ~3x its 8-bit one); the two orders differ by at most 1 in the 8-bit result

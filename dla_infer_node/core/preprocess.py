@@ -289,8 +289,9 @@ class Preprocessor:
         if self._convert_key != (enc.name, w, h):
             lb = Letterbox.fit(w, h, self.spec.width, self.spec.height)
             small = Letterbox.fit(lb.new_w, lb.new_h, self.spec.width, self.spec.height)
-            exact = GatherConvert.applies(enc, w, h, lb.new_w, lb.new_h) and (
-                small.new_w, small.new_h, small.pad_x, small.pad_y) == (lb.new_w, lb.new_h, lb.pad_x, lb.pad_y)
+            placed = (small.new_w, small.new_h, small.pad_x, small.pad_y) == (lb.new_w, lb.new_h, lb.pad_x,
+                                                                               lb.pad_y)
+            exact = placed and GatherConvert.applies(enc, w, h, lb.new_w, lb.new_h)
             self._convert = (GatherConvert(enc, w, h, lb.new_w, lb.new_h) if exact else None), lb
             self._convert_key = (enc.name, w, h)
         assert self._convert is not None  # set just above

@@ -117,7 +117,8 @@ def test_preprocess_gives_the_tensor_of_cv_bridge_s_rgb(encoding: str, size: tup
     packed8 = encodings.lookup(encoding).family == encodings.PACKED and encodings.lookup(encoding).bits == 8
     assert gathered == (size in ((192, 108), (320, 240)) and not packed8)
     # normalize()'s float rounding differs by <1e-7 with the plane's range; an 8-bit level is 1/255
-    tolerance = 1 / 255 + 1e-6 if gathered and encoding.startswith("bayer") and encoding.endswith("16") else 1e-6
+    bayer16 = encoding.startswith("bayer") and encoding.endswith("16")
+    tolerance = 1 / 255 + 1e-6 if gathered and bayer16 else 1e-6
     assert np.abs(tensor - want).max() <= tolerance
 
 
@@ -170,7 +171,8 @@ def test_detect_reads_raw_camera_frames(tmp_path: Path, encoding: str) -> None:
 
     def detect(out_dir: str, *args: str) -> str:
         out = subprocess.run([sys.executable, "-m", "dla_infer_node.cli.detect", *args, "--json", "--conf",
-                              "0.05", "--model", str(tmp_path / "tiny.meta.yaml"), "--out", str(tmp_path / out_dir)],
+                              "0.05", "--model", str(tmp_path / "tiny.meta.yaml"),
+                              "--out", str(tmp_path / out_dir)],
                              capture_output=True, text=True, timeout=300, cwd=REPO)
         assert out.returncode == 0, out.stderr
         return out.stdout

@@ -67,16 +67,17 @@ def test_16_bit_byte_order_follows_is_bigendian() -> None:
 
 
 @pytest.mark.parametrize(("encoding", "height", "width", "step", "size", "reason"), [
-    ("yuyv", 4, 5, 10, 40, "5x4 frame with step 10 does not fit: yuyv needs an even width; 4 rows of step >= 10 "
-                           "bytes (2 a pixel)"),
-    ("uyvy", 4, 6, 11, 40, "6x4 frame with step 11 does not fit: uyvy needs an even width; 4 rows of step >= 12"),
+    ("yuyv", 4, 5, 10, 40, "5x4 frame with step 10 does not fit: yuyv needs an even width; 4 rows of "
+                           "step >= 10 bytes (2 a pixel)"),
+    ("uyvy", 4, 6, 11, 40, "6x4 frame with step 11 does not fit: uyvy needs an even width; 4 rows of "
+                           "step >= 12"),
     ("nv12", 5, 6, 6, 60, "nv12 needs an even width and height; 7 rows (height * 3 / 2) of step >= 6 bytes"),
     ("nv21", 4, 6, 8, 47, "data holds 47 bytes, step*height needs 48 (nv21 needs an even width and height; "
                           "6 rows (height * 3 / 2) of step 8 (>= 6) bytes"),
     ("bayer_grbg8", 1, 8, 8, 8, "bayer_grbg8 needs width and height of at least 2; 1 rows of step >= 8"),
     ("mono16", 2, 3, 7, 14, "step must be even for 16-bit values; mono16 needs 2 rows of step >= 6 bytes"),
-    ("rgb16", 2, 3, 18, 35, "data holds 35 bytes, step*height needs 36 (rgb16 needs 2 rows of step 18 (>= 18) "
-                            "bytes (6 a pixel))"),
+    ("rgb16", 2, 3, 18, 35, "data holds 35 bytes, step*height needs 36 (rgb16 needs 2 rows of "
+                            "step 18 (>= 18) bytes (6 a pixel))"),
 ])
 def test_a_frame_that_does_not_fit_is_refused_in_one_line(encoding: str, height: int, width: int, step: int,
                                                           size: int, reason: str) -> None:
@@ -100,7 +101,8 @@ def test_step_padding_and_longer_data_are_fine() -> None:
     (np.zeros((4, 4, 3), np.uint16), "yuyv", "dtype must be uint8"),
     (np.zeros((4, 4, 3), np.uint16), "rgba16", "needs 4 channel"),
 ])
-def test_in_memory_frames_are_checked_against_their_layout(image: np.ndarray, encoding: str, words: str) -> None:
+def test_in_memory_frames_are_checked_against_their_layout(image: np.ndarray, encoding: str,
+                                                          words: str) -> None:
     with pytest.raises(InputError, match=words):
         encodings.validate(image, encoding)
 

@@ -36,7 +36,7 @@ def test_view_honours_step_and_is_zero_copy(encoding: str, pad: int, bigendian: 
     def value(at: int) -> int:  # the element at byte offset `at`, in the message's byte order
         return int.from_bytes(raw[at:at + size], "big" if bigendian else "little")
 
-    for y in range(rows):  # element (y, x, k) starts at byte y*step + (x*c + k)*size, by the message definition
+    for y in range(rows):  # element (y, x, k) starts at byte y*step + (x*c + k)*size (message definition)
         for x in range(w):
             for k in range(c):
                 assert img[y, x, k] == value(y * step + (x * c + k) * size)

@@ -16,15 +16,13 @@ checked. Frames are 320x240 so the largest (rgb16, 460 kB) fits Fast DDS's defau
 from __future__ import annotations
 
 import importlib.util
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from _node_helpers import REPO, NodeRunner
+from _node_helpers import REPO, NodeRunner, replay_until_settled
 
 pytest.importorskip("rclpy", reason="rclpy not importable: run the node tests in the project .venv")
 pytest.importorskip("vision_msgs.msg", reason="vision_msgs not importable: run `make venv`")
@@ -106,17 +104,8 @@ def answered(module_tmp: Path, ros_env: dict[str, str]) -> dict[str, Any]:
         assert rec.publisher_count() >= 1, node.output()
         for name, bag in bags.items():
             before = len(rec.snapshot())
-            replay = subprocess.run(
-                [sys.executable, "-m", "dla_infer_node.bags.replay", str(bag), "--rate", "0.5", "--remap",
-                 f"{tool.RAW_TOPIC}:={ns}/image", "--wait-subscribers", "1", "--wait-timeout", "90",
-                 "--no-progress"], env=ros_env, capture_output=True, text=True, timeout=300)
+            replay = replay_until_settled(bag, f"{tool.RAW_TOPIC}:={ns}/image", rec, ros_env, quiet_s=2.0)
             assert replay.returncode == 0, replay.stderr
-            last, stable_since = -1, time.monotonic()
-            while time.monotonic() - stable_since < 2.0:  # until no more detections arrive
-                n = len(rec.snapshot())
-                if n != last:
-                    last, stable_since = n, time.monotonic()
-                time.sleep(0.1)
             answers = {}
             for r in rec.snapshot()[before:]:
                 arr = r.msg
