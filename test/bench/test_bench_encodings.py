@@ -21,3 +21,10 @@ def test_quick_run_writes_every_encoding(tmp_path: Path) -> None:
         assert "gathered" in rows[name]["path"], name
         assert rows[f"{name} (convert, then preprocess)"]["path"].startswith("whole-frame")
         assert len(rows[name]["ratio_per_block"]) == 2
+
+
+def test_readme_carries_the_measured_table() -> None:
+    repo = Path(__file__).resolve().parents[2]
+    result = json.loads((repo / "bench" / "results" / "encodings.json").read_text())
+    # regenerate with: python -m dla_infer_node.bench.encodings --table
+    assert bench_encodings.table(result) in (repo / "README.md").read_text(encoding="utf-8")
