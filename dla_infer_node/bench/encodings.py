@@ -25,8 +25,8 @@ from typing import Any
 import cv2
 import numpy as np
 
-from dla_infer_node.bench.core import interleaved
 from dla_infer_node.bench import results_file
+from dla_infer_node.bench.core import interleaved
 from dla_infer_node.core.color_convert import to_packed8
 from dla_infer_node.core.model_meta import load_metadata
 from dla_infer_node.core.preprocess import Preprocessor
