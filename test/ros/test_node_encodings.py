@@ -3,7 +3,7 @@
 Bags of the same synthetic scenes are generated with tools/make_sample_bag.py as a YUYV, an NV12 and a
 bayer_rggb8 camera would record them, each with its rgb8 twin (the rgb8 frames cv_bridge makes of that
 camera's frames); a further bag holds every other encoding (uyvy, nv21, the Bayer patterns at 8 and 16
-bits, rgb16, mono16), each frame followed by its twin. replay (separate process, the recorded CDR bytes)
+bits, rgb16, mono16), each frame followed by its twin, and one NV12 frame of odd height. replay (separate process, the recorded CDR bytes)
 -> node (separate process, raw input, the shipped model on ONNX Runtime) -> detections captured here: every
 camera frame is answered as its rgb8 twin is (same classes, boxes within 1 px).
 
@@ -69,6 +69,12 @@ def _mixed_bag(tool: Any, out: Path) -> dict[int, tuple[str, int]]:
                     what[stamp] = ("rgb8 twin" if twin else encoding, pair)
                     stamp += 100_000_000
                 pair += 1
+        # last, a frame no NV12 camera can send (odd height): counted as bad input, its reason logged
+        bad = Image(encoding="nv12", height=HEIGHT - 1, width=WIDTH, step=WIDTH,
+                    data=bytes(WIDTH * (HEIGHT - 1) * 3 // 2))
+        bad.header.stamp.sec, bad.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
+        data = serialize_message(bad)
+        bag.write(tool.RAW_TOPIC, data + b"\0" * (-len(data) % 4), log_time_ns=stamp, publish_time_ns=stamp)
     return what
 
 
@@ -117,7 +123,7 @@ def answered(module_tmp: Path, ros_env: dict[str, str]) -> dict[str, Any]:
         rc = node.stop()
         runner.cleanup()
     assert rc == 0, node.output()
-    assert "dropped an unusable frame" not in node.output(), node.output()
+    out["log"] = node.output()
     return out
 
 
@@ -136,6 +142,13 @@ def test_camera_bag_is_answered_as_its_rgb8_twin(answered: dict[str, Any], encod
     for stamp in both:
         _same(got[stamp], twin[stamp], f"{encoding} frame stamped {stamp}")
     assert sum(len(got[s][1]) for s in both) > 0
+
+
+def test_only_the_frame_that_fits_no_layout_is_refused_with_its_reason(answered: dict[str, Any]) -> None:
+    log = answered["log"]
+    refusals = [line for line in log.splitlines() if "dropped an unusable frame" in line]
+    assert len(refusals) == 1, log
+    assert "320x239 frame with step 320 does not fit: nv12 needs an even width and height" in refusals[0]
 
 
 def test_every_other_encoding_is_answered_as_its_rgb8_twin(answered: dict[str, Any]) -> None:
