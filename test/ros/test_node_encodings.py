@@ -3,9 +3,10 @@
 Bags of the same synthetic scenes are generated with tools/make_sample_bag.py as a YUYV, an NV12 and a
 bayer_rggb8 camera would record them, each with its rgb8 twin (the rgb8 frames cv_bridge makes of that
 camera's frames); a further bag holds every other encoding (uyvy, nv21, the Bayer patterns at 8 and 16
-bits, rgb16, mono16), each frame followed by its twin, and one NV12 frame of odd height. replay (separate process, the recorded CDR bytes)
--> node (separate process, raw input, the shipped model on ONNX Runtime) -> detections captured here: every
-camera frame is answered as its rgb8 twin is (same classes, boxes within 1 px).
+bits, rgb16, mono16), each frame followed by its twin, and one NV12 frame of odd height. replay (separate
+process, the recorded CDR bytes) -> node (separate process, raw input, the shipped model on ONNX Runtime)
+-> detections captured here: every camera frame is answered as its rgb8 twin is (same classes, boxes
+within 1 px), and only the odd NV12 frame is refused, with a reason naming its encoding and size.
 
 Why the twin and not the scene's original rgb8: a YUV camera keeps chroma for pairs (4:2:2) or 2x2
 blocks (4:2:0) of pixels in an 8-bit video range, a Bayer camera one colour a pixel, so what reaches the
