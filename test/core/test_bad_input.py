@@ -42,7 +42,7 @@ def detector(tmp_path_factory: pytest.TempPathFactory) -> Detector:
         (np.zeros((10, 10, 1), np.uint8), "rgba8"),
         (np.zeros((10, 10), np.uint8), "bgr8"),
         (np.zeros((10, 10, 3, 1), np.uint8), "rgb8"),
-        (np.zeros((10, 10, 3), np.uint8), "yuv422"),  # unknown encoding
+        (np.zeros((10, 10, 3), np.uint8), "yuv420"),  # unknown encoding
         (np.zeros((10, 10, 3), np.uint8), None),
         (None, "rgb8"),  # not an array at all
         (b"\x00" * 300, "rgb8"),
