@@ -17,7 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dla_infer_node.core import encodings
+from dla_infer_node.core.color_convert import scale_to_8bit
 from dla_infer_node.core.errors import DlaInferError, InputError
+from dla_infer_node.core.image_io import frame_from_fields
 
 # what "bbox" means, stated in every --json item so a reader of the output alone cannot misread it
 BBOX_FORMAT = "xyxy_source_pixels"
@@ -60,10 +63,6 @@ def _raw_format(text: str) -> tuple[str, int, int]:
 def _read(cv2: Any, name: str, raw: tuple[str, int, int] | None) -> tuple[Any, str]:
     """A frame and its encoding: an image file through OpenCV, or a raw frame's bytes through the view
     the node makes of a message (so every encoding the node takes is taken here too)."""
-    from dla_infer_node.core import encodings
-    from dla_infer_node.core.color_convert import scale_to_8bit
-    from dla_infer_node.core.image_io import frame_from_fields
-
     if not Path(name).is_file():
         raise InputError("image file not found", call="cv2.imread", params={"path": name}, stage="input")
     if raw is not None:
