@@ -186,3 +186,29 @@ def test_detect_reads_raw_camera_frames(tmp_path: Path, encoding: str) -> None:
                           f"{encoding}:97x64", "--model", str(tmp_path / "tiny.meta.yaml")],
                          capture_output=True, text=True, timeout=300, cwd=REPO)
     assert bad.returncode == 2 and bad.stderr.startswith("error: [input]") and encoding in bad.stderr
+
+
+def test_16_bit_bayer_shortcut_leaves_the_detections_unchanged() -> None:
+    """The one reordered conversion (16-bit Bayer scaled before, not after, its demosaic on the 1080p
+    shortcut) moves the input tensor by at most one 8-bit level and no detection of the shipped model."""
+    from dla_infer_node.backends.factory import BackendSettings, open_backend
+    from dla_infer_node.core.pipeline import Detector
+    from dla_infer_node.core.resources import find_model_file
+    from dla_infer_node.core.synth import generate_scene
+
+    backend, meta = open_backend(BackendSettings(model_path=str(find_model_file("shapes_yolo.onnx"))))
+    pre = Preprocessor(meta.input)
+    worst, found = 0.0, 0
+    with Detector(backend, meta) as det:
+        for seed in range(3):
+            scene = generate_scene(2000 + seed, width=1920, height=1080)
+            frame = frame_in(scene.image, "bayer_grbg16")
+            rgb = cv_bridge_rgb8(frame, "bayer_grbg16")
+            tensor, _ = pre(frame, "bayer_grbg16")
+            assert "scaled to 8 bits" in pre.conversion_path(frame, "bayer_grbg16")
+            worst = max(worst, float(np.abs(tensor - Preprocessor(meta.input)(rgb, "rgb8")[0]).max()))
+            got, want = det.detect(frame, "bayer_grbg16"), det.detect(rgb, "rgb8")
+            assert got.class_ids.tolist() == want.class_ids.tolist()
+            np.testing.assert_allclose(got.boxes, want.boxes, atol=1.0)
+            found += len(got)
+    assert 0 < worst <= 1 / 255 + 1e-6 and found > 0
