@@ -7,11 +7,15 @@ depends on its own Y and its pair's U and V, an NV12 pixel's on its Y and its 2x
 16-bit value's 8-bit one on itself -- so gathering first and converting the gathered pixels gives exactly
 the bytes of converting the whole frame and then resizing it, at 1/k^2 of the conversion work.
 
-YUV is gathered with one ``cv2.mixChannels`` call (per row parity for NV12/NV21): a row of the source is
-read as groups of 2k pixels, each group holding the two samples of a pair of network pixels, and each
-network pixel is written as its own YUYV pair ``[Y, U, Y, V]``. OpenCV's YUYV conversion of that
-double-width image gives every network pixel twice, with the coefficients and rounding of the frame's own
-conversion code (tests check it byte for byte against ``cvtColor`` of the whole frame for every encoding).
+YUYV/UYVY: a row read as pairs of pixels (4 bytes, one chroma) is a 4-channel image, and the pair holding
+pixel ``k*x + (k-1)/2`` is pair ``floor((x + 0.5) * k / 2)`` (``2kx + k`` is odd, so no rounding differs):
+exactly the one ``INTER_NEAREST_EXACT`` picks when that image is resized to the network width. The kept
+pairs are converted by the frame's own code, and of each pair's two pixels the kept one is taken.
+NV12/NV21: one ``cv2.mixChannels`` call per row parity reads a Y row and its chroma row as groups of 2k
+bytes (the two samples of a pair of network pixels) and writes each network pixel as its own YUYV pair
+``[Y, U, Y, V]``; OpenCV's YUYV conversion of that double-width image gives every network pixel twice.
+OpenCV's 4:2:0 and 4:2:2 conversions share their coefficients and rounding; tests check every encoding
+byte for byte against ``cvtColor`` of the whole frame.
 16-bit frames are gathered by ``INTER_NEAREST_EXACT`` on their 16-bit values and then scaled.
 
 Bayer frames cannot be gathered first: a demosaiced pixel depends on its neighbours. They are demosaiced
@@ -29,14 +33,6 @@ from dla_infer_node.core.color_convert import scale_to_8bit, to_rgb_same_depth
 from dla_infer_node.core.encodings import BAYER, PACKED, YUV420SP, YUV422, Encoding
 
 
-def _yuv422_bytes(name: str, p: int) -> tuple[int, int, int]:
-    """Byte offsets of pixel ``p``'s (Y, U, V) within a packed 4:2:2 row (from a pair boundary)."""
-    pair = 4 * (p // 2)
-    if name == "yuyv":
-        return 2 * p, pair + 1, pair + 3
-    return 2 * p + 1, pair, pair + 2  # uyvy
-
-
 class GatherConvert:
     """Frame (one encoding, one size) -> the uint8 packed frame at the resized size, exactly as
     converting the whole frame and resizing it would give (module doc). Holds its output buffers."""
@@ -51,9 +47,14 @@ class GatherConvert:
             self._bayer8 = encodings.lookup(enc.name.replace("16", "8"))
             self._full = np.empty((src_h, src_w, 3), np.uint8)
         if enc.family in (YUV422, YUV420SP):
-            self._pairs = np.empty((new_h, new_w // 2, 8), np.uint8)  # two [Y U Y V] per network pair
-            self._rgb2 = np.empty((new_h, 2 * new_w, 3), np.uint8)
-            self._from_to = self._yuv_from_to()
+            self._pairs = np.empty((new_h, new_w, 4), np.uint8)  # a 4:2:2 pair per network pixel
+            self._rgb2 = np.empty((new_h, 2 * new_w, 3), np.uint8)  # ... converted: two pixels each
+            self._from_to = self._nv_from_to() if enc.family == YUV420SP else []
+            # which converted pixel of each pair is the network pixel's: for network pixels 2m and 2m+1,
+            # pixel (0 or 1) of pair 2m and of pair 2m+1 (4:2:2: the sample's own parity; NV: both alike)
+            h = (self._kx - 1) // 2
+            first, second = (h % 2, 2 + (h + 1) % 2) if enc.family == YUV422 else (0, 2)
+            self._pick = [i for c in range(3) for i in (3 * first + c, 2 * c, 3 * second + c, 2 * c + 1)]
 
     @property
     def way(self) -> str:
@@ -72,17 +73,16 @@ class GatherConvert:
         odd = all(s % n == 0 and (s // n) % 2 == 1 and s != n for s, n in ((src_w, new_w), (src_h, new_h)))
         return odd and (enc.family in (PACKED, BAYER) or new_w % 2 == 0)  # YUV: pairs of network pixels
 
-    def _yuv_from_to(self) -> list[int]:
-        """mixChannels pairs: source channel (byte of a group of 2k pixels) -> [Y U Y V Y U Y V]."""
+    def _nv_from_to(self) -> list[int]:
+        """mixChannels pairs: NV source byte (a group of 2k luma bytes, then 2k chroma bytes) -> the two
+        network pixels' ``[Y U Y V]``."""
         k = self._kx
         out: list[int] = []
         for i, p in enumerate(((k - 1) // 2, k + (k - 1) // 2)):  # the group's two samples
-            if self.enc.family == YUV422:
-                y, u, v = _yuv422_bytes(self.enc.name, p)
-            else:  # Y plane bytes 0..2k-1, then the chroma row's bytes 2k..4k-1
-                u, v = 2 * k + 2 * (p // 2), 2 * k + 2 * (p // 2) + 1
-                y, u, v = (p, v, u) if self.enc.name == "nv21" else (p, u, v)
-            for j, src in enumerate((y, u, y, v)):
+            u, v = 2 * k + 2 * (p // 2), 2 * k + 2 * (p // 2) + 1
+            if self.enc.name == "nv21":
+                u, v = v, u
+            for j, src in enumerate((p, u, p, v)):
                 out += [src, 4 * i + j]
         return out
 
@@ -113,16 +113,19 @@ class GatherConvert:
             blocks = self._rows(rgb, self._ky, (self._ky - 1) // 2, self._size[1], 3 * k, per_group=1)
             cv2.mixChannels([blocks], self._planes, [3 * h, 0, 3 * h + 1, 1, 3 * h + 2, 2])
             return self._planes
+        w, h = self._size
         if self.enc.family == YUV422:
-            rows = self._rows(frame, self._ky, (self._ky - 1) // 2, self._size[1], 4 * self._kx)
-            cv2.mixChannels([rows], [self._pairs], self._from_to)
+            pairs = as_strided(frame, (frame.shape[0], frame.shape[1] // 2, 4), (frame.strides[0], 4, 1),
+                               writeable=False)
+            cv2.resize(pairs, self._size, dst=self._pairs, interpolation=cv2.INTER_NEAREST_EXACT)
+            code = self.enc.to_rgb_code
         else:
             self._gather_nv(frame)
-        cv2.cvtColor(self._pairs.reshape(self._size[1], 2 * self._size[0], 2), cv2.COLOR_YUV2RGB_YUY2,
-                     dst=self._rgb2)
-        # every network pixel came out twice: the first of each, straight into the three planes
-        cv2.mixChannels([self._rgb2.reshape(self._size[1], self._size[0], 6)], self._planes,
-                        [0, 0, 1, 1, 2, 2])
+            code = cv2.COLOR_YUV2RGB_YUY2
+        cv2.cvtColor(self._pairs.reshape(h, 2 * w, 2), code, dst=self._rgb2)
+        # the kept pixel of each pair, straight into the three planes (two network pixels at a time)
+        cv2.mixChannels([self._rgb2.reshape(h, w // 2, 12)], [p.reshape(h, w // 2, 2) for p in self._planes],
+                        self._pick)
         return self._planes
 
     def _gather_nv(self, frame: np.ndarray) -> None:
@@ -135,7 +138,8 @@ class GatherConvert:
             first = self._ky * parity + h  # luma row of network row 2n + parity, n = 0
             y_rows = self._rows(luma, 2 * self._ky, first, count, 2 * k)
             uv_rows = self._rows(chroma, self._ky, first // 2, count, 2 * k)
-            cv2.mixChannels([y_rows, uv_rows], [self._pairs[parity::2]], self._from_to)
+            dst = self._pairs.reshape(self._size[1], self._size[0] // 2, 8)[parity::2]
+            cv2.mixChannels([y_rows, uv_rows], [dst], self._from_to)
 
     def _rows(self, plane: np.ndarray, row_step: int, first: int, count: int, group_bytes: int,
               per_group: int = 2) -> np.ndarray:
