@@ -118,7 +118,7 @@ class GatherConvert:
             pairs = as_strided(frame, (frame.shape[0], frame.shape[1] // 2, 4), (frame.strides[0], 4, 1),
                                writeable=False)
             cv2.resize(pairs, self._size, dst=self._pairs, interpolation=cv2.INTER_NEAREST_EXACT)
-            code = self.enc.to_rgb_code
+            code = self.enc.to_rgb_code or cv2.COLOR_YUV2RGB_YUY2  # every YUV entry has its code
         else:
             self._gather_nv(frame)
             code = cv2.COLOR_YUV2RGB_YUY2
