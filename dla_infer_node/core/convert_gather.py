@@ -1,4 +1,4 @@
-"""Convert only the pixels the letterbox keeps: the CPU preprocess of YUV, NV12/NV21 and 16-bit frames.
+"""Convert only the pixels the letterbox keeps: the CPU preprocess of YUV, NV12/NV21, Bayer, 16-bit frames.
 
 When a frame is an odd whole multiple k of its resized size on both axes (1920x1080 -> 640x360 is 3x),
 the resize is a pure gather: network pixel ``(x, y)`` is source pixel ``(k*x + (k-1)/2, k*y + (k-1)/2)``

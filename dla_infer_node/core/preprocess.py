@@ -25,6 +25,11 @@ than the resize itself; for the shortcut with one normalisation for all channels
 remap + LUT, both spread over OpenCV's pool (:mod:`dla_infer_node.core.preprocess_gather`). Which way is
 faster depends on the machine (remap+LUT on a 16-core host, the usual way on 2 cores), so it is timed on
 the first frame of each size.
+
+Frames in the other camera encodings (YUV 4:2:2, NV12/NV21, Bayer, 16-bit) are converted to 8 bits first,
+as cv_bridge converts them: at the network size where the resize is the odd-factor shortcut (exact, see
+:mod:`dla_infer_node.core.convert_gather`), else whole (:mod:`dla_infer_node.core.color_convert`); a second
+preprocessor then takes the 8-bit result, so neither's buffers displace the other's.
 """
 
 from __future__ import annotations
