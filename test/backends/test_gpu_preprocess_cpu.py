@@ -195,7 +195,7 @@ def test_check_layout_rejects_what_the_kernel_cannot_fill() -> None:
 
 
 @pytest.mark.parametrize("image,encoding,needle", [
-    (np.zeros((10, 10, 3), np.uint8), "yuv422", "unsupported encoding"),
+    (np.zeros((10, 10, 3), np.uint8), "16UC1", "unsupported encoding"),
     (np.zeros((0, 10, 3), np.uint8), "rgb8", "empty"),
     (np.zeros((10, 10, 3), np.float32), "rgb8", "uint8"),
     (np.zeros((10, 10, 4), np.uint8), "rgb8", "channel"),

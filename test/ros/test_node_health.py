@@ -79,7 +79,7 @@ def test_best_effort_publisher_to_reliable_node_is_logged_once_and_warns(rig: Ri
 def test_every_frame_failing_is_error_then_ok(rig: Rig) -> None:
     pub = rig.probe.node.create_publisher(Image, rig.topic, rig.probe.qos(depth=10))
     bad = image_msg(np.zeros((8, 8, 3), np.uint8), "rgb8", 1)
-    bad.encoding = "yuv422"  # unusable: counted as bad input
+    bad.encoding = "yuv420"  # no such ROS encoding: counted as bad input
     good = image_msg(np.zeros((32, 32, 3), np.uint8), "rgb8", 2)
     try:
         st = rig.wait_level(DiagnosticStatus.ERROR, every=lambda: pub.publish(bad))
