@@ -26,7 +26,7 @@ from dla_infer_node.bench.heldout_scenes import CONDITIONS, HELDOUT_FIRST_SEED, 
 
 def score_condition(detector: Any, condition: str, scenes: int, classes: int) -> dict[str, Any]:
     from dla_infer_node.cli.coco_map import coco_map
-    from dla_infer_node.cli.evaluate import detect_all
+    from dla_infer_node.cli.eval_pipeline import detect_all
 
     frames = ((s.image, "rgb8", s.boxes, s.class_ids)
               for s in (heldout_scene(HELDOUT_FIRST_SEED + i, condition) for i in range(scenes)))
@@ -38,7 +38,7 @@ def score_condition(detector: Any, condition: str, scenes: int, classes: int) ->
 
 def measure(model: str, scenes: int) -> dict[str, Any]:
     from dla_infer_node.backends.factory import BackendSettings, open_backend
-    from dla_infer_node.cli.evaluate import evaluation_detector
+    from dla_infer_node.cli.eval_pipeline import evaluation_detector
 
     backend, meta = open_backend(BackendSettings(metadata_path=model))
     rows = {}

@@ -75,7 +75,8 @@ def parse_yaml(text: str, limit: int = MAX_YAML_NODES) -> Any:
     error, nesting too deep to parse, a self-containing alias or more than ``limit`` expanded nodes."""
     import yaml  # local: keeps the import graph of the package light
 
-    loader = yaml.SafeLoader(text)  # the pure-Python parser: its recursion ends in RecursionError, not a crash
+    # the pure-Python parser: too deep a nesting ends in RecursionError, never in a crash of the C one
+    loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
