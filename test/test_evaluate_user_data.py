@@ -5,6 +5,7 @@ with YOLO txt labels score exactly what ``evaluate`` gives on the same scenes di
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import cv2
@@ -139,3 +140,95 @@ def test_detect_json_carries_full_precision(dataset: Path, reference: tuple[floa
                          np.array([it["score"] for it in items]),
                          np.array([CLASS_NAMES.index(it["class"]) for it in items], int)))
     assert coco_map(gts, dets, len(CLASS_NAMES))[:2] == pytest.approx(reference, abs=1e-12)
+
+
+def _run_json(argv: list[str], out: Path) -> dict:
+    assert main([*argv, "--json", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+def test_a_detection_on_a_crowd_region_is_ignored(dataset: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # the same object once marked iscrowd (COCOeval: a detection on it is neither true nor false) and once
+    # deleted (the detection on it is a false positive); before, both were scored alike
+    coco = json.loads((dataset / "coco.json").read_text())
+    target = next(a for a in coco["annotations"] if a["category_id"] == 10 and a["image_id"] == 0)
+    others = [a for a in coco["annotations"] if a is not target]
+    (tmp_path / "crowd.json").write_text(json.dumps({**coco, "annotations": [*others,
+                                                                              {**target, "iscrowd": 1}]}))
+    (tmp_path / "gone.json").write_text(json.dumps({**coco, "annotations": others}))
+    images = ["--images", str(dataset / "images"), "--labels"]
+    crowd = _run_json([*images, str(tmp_path / "crowd.json")], tmp_path / "c.json")
+    gone = _run_json([*images, str(tmp_path / "gone.json")], tmp_path / "g.json")
+    assert crowd["classes"]["circle"]["AP50"] == 1.0 > gone["classes"]["circle"]["AP50"]
+    assert "2 crowd regions (iscrowd=1)" in capsys.readouterr().out
+
+
+def test_invalid_yolo_lines_are_left_out_and_counted(dataset: Path, tmp_path: Path,
+                                                     reference: tuple[float, float],
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copytree(dataset / "yolo", tmp_path / "yolo")
+    with (tmp_path / "yolo" / "scene_0.txt").open("a") as f:
+        f.write("0 0.1 0.1 0.2 0.1 0.2 0.2 0.1 0.2\n"  # a segmentation polygon: was read as a box
+                "1 320 240 50 40\n"  # pixels, not fractions
+                "1 -0.2 0.5 0.1 0.1\n"  # negative
+                "1 nan 0.5 0.1 0.1\n")  # not a number
+    doc = _run_json(["--images", str(dataset / "images"), "--labels", str(tmp_path / "yolo")],
+                    tmp_path / "r.json")
+    assert (doc["mAP50"], doc["mAP50_95"]) == pytest.approx(reference, abs=6e-5)  # the valid labels alone
+    assert doc["left_out"] == ["left out 4 invalid labels (the first: scene_0.txt:"
+                               f"{len(generate_scene(FIRST).class_ids) + 1}: 9 fields, a box is "
+                               "'class cx cy w h')"]
+
+
+def test_invalid_coco_boxes_are_left_out_and_counted(dataset: Path, tmp_path: Path,
+                                                     reference: tuple[float, float]) -> None:
+    coco = json.loads((dataset / "coco.json").read_text())
+    coco["annotations"] += [
+        {"id": 700, "image_id": 0, "category_id": 10, "bbox": [10, 10, 0, 5]},  # width 0
+        {"id": 701, "image_id": 0, "category_id": 11, "bbox": [10, 10, -4, 5]},  # negative width
+        {"id": 702, "image_id": 1, "category_id": 12, "bbox": [630, 10, 40, 5]},  # past the right border
+        {"id": 703, "image_id": 1, "category_id": 12, "bbox": [-30, -30, 20, 20]},  # wholly outside
+    ]
+    (tmp_path / "c.json").write_text(json.dumps(coco))
+    doc = _run_json(["--images", str(dataset / "images"), "--labels", str(tmp_path / "c.json")],
+                    tmp_path / "r.json")
+    assert (doc["mAP50"], doc["mAP50_95"]) == pytest.approx(reference, abs=6e-5)
+    assert ("left out 4 invalid labels (the first: c.json annotation 700: bbox [10, 10, 0, 5] has width or "
+            "height <= 0)") in doc["left_out"]
+
+
+def test_no_ground_truth_is_refused_not_scored_zero(dataset: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "yolo").mkdir()
+    (tmp_path / "yolo" / "scene_0.txt").write_text("1 320 240 50 40\n")  # the only label: pixels
+    assert main(["--images", str(dataset / "images"), "--labels", str(tmp_path / "yolo")]) == 2
+    captured = capsys.readouterr()
+    assert "mAP50=" not in captured.out  # before: mAP50=0.0000, as if the model had found nothing
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "at least one object of the model's classes" in err[0]
+    assert "left out 1 invalid labels" in err[0]
+
+
+def test_a_missing_image_is_one_line(dataset: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    coco = json.loads((dataset / "coco.json").read_text())
+    coco["images"][0]["file_name"] = "not_there.png"
+    (tmp_path / "c.json").write_text(json.dumps(coco))
+    capfd.readouterr()
+    assert main(["--images", str(dataset / "images"), "--labels", str(tmp_path / "c.json")]) == 2
+    err = capfd.readouterr().err.strip().splitlines()  # fd 2: OpenCV writes there itself, not via Python
+    assert len(err) == 1 and "not_there.png" in err[0], err  # before: OpenCV's WARN line came first
+
+
+def test_evaluate_and_evaluate_user_depend_one_way() -> None:
+    """evaluate (the command) uses evaluate_user (the user-data half); evaluate_user never imports evaluate,
+    not even inside a function (both share cli.eval_pipeline instead)."""
+    import ast
+
+    import dla_infer_node.cli.evaluate_user as user
+
+    tree = ast.parse(Path(user.__file__).read_text())
+    names = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert "dla_infer_node.cli.evaluate" not in names, names
