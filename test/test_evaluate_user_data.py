@@ -94,6 +94,8 @@ def test_yolo_txt_folder_scores_the_same(dataset: Path, reference: tuple[float, 
     (None, ["--images", "{d}/images"], "'--labels' = None"),
     ("bad_txt", ["--images", "{d}/images", "--labels", "{d}/bad"], "class 42 outside the model's 0..7"),
     ("bad_json", ["--images", "{d}/images", "--labels", "{d}/bad.json"], "'--labels'"),
+    ("deep_json", ["--images", "{d}/images", "--labels", "{d}/deep.json"], "'--labels'"),  # RecursionError
+    ("binary_txt", ["--images", "{d}/images", "--labels", "{d}/bad"], "unreadable as UTF-8"),  # was a traceback
 ])
 def test_bad_labels_are_one_line_and_exit_2(tmp_path: Path, dataset: Path, setup: str | None, argv: list[str],
                                             words: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -103,6 +105,11 @@ def test_bad_labels_are_one_line_and_exit_2(tmp_path: Path, dataset: Path, setup
         (tmp_path / "bad" / "scene_0.txt").write_text("42 0.5 0.5 0.1 0.1\n")
     if setup == "bad_json":
         (tmp_path / "bad.json").write_text('{"images": [}')
+    if setup == "deep_json":
+        (tmp_path / "deep.json").write_text('{"images": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    if setup == "binary_txt":
+        (tmp_path / "bad").mkdir()
+        (tmp_path / "bad" / "scene_0.txt").write_bytes(b"\xff\xfe0 0.5 0.5 0.1 0.1\n")
     assert main([a.format(d=tmp_path) for a in argv]) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1, err

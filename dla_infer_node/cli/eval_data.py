@@ -165,8 +165,13 @@ def read_yolo_txt(label_dir: Path, stem: str, width: int, height: int, num_class
     path = label_dir / f"{stem}.txt"
     if not path.is_file():
         return np.zeros((0, 4)), np.zeros(0, int)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: unreadable as UTF-8 text ({exc})", call="read_yolo_txt",
+                         stage="evaluate") from exc
     boxes, ids = [], []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         parts = line.split()
         if not parts:
             continue

@@ -28,8 +28,9 @@ import numpy as np
 
 from dla_infer_node.cli import evaluate_user
 from dla_infer_node.cli.eval_pipeline import Found, Truth, detect_all, evaluation_detector
-from dla_infer_node.core.errors import DlaInferError, ParameterError
+from dla_infer_node.core.errors import DlaInferError, ModelError, ParameterError
 from dla_infer_node.core.image_io import quiet_opencv_log
+from dla_infer_node.core.yaml_file import read_yaml
 
 EVAL_FIRST_SEED = 10_000_000
 E2E_FIRST_SEED = 20_000_000
@@ -122,7 +123,11 @@ def write_accuracy(metadata_path: Path, result: EvalResult) -> None:
     """Record the measured figures in the metadata's ``accuracy`` section (other keys untouched)."""
     import yaml
 
-    doc = yaml.safe_load(metadata_path.read_text(encoding="utf-8"))
+    try:
+        doc = read_yaml(metadata_path)
+    except ValueError as exc:
+        raise ModelError(f"cannot read metadata: {exc}", call="write_accuracy",
+                         params={"path": str(metadata_path)}) from exc
     doc["accuracy"] = {"mAP50": round(result.map50, 4), "mAP50_95": round(result.map50_95, 4),
                        "scenes": result.scenes, "objects": result.objects,
                        "seeds": f"[{result.seeds[0]}, {result.seeds[1]})",
