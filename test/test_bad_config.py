@@ -204,7 +204,7 @@ def test_bad_sidecar_key(key: str, files: dict[str, Path], capfd: pytest.Capture
 # that expand nine-fold per level (9**8 class names of 'x' if nothing capped them)
 DEEP_YAML = "input: " + "[" * 10000 + "]" * 10000 + "\n"
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{k}: &{k} [{', '.join([f'*{p}'] * 9)}]\n" for p, k in zip("abcdefg", "bcdefgh"))
+    f"{k}: &{k} [{', '.join([f'*{p}'] * 9)}]\n" for p, k in zip("abcdefg", "bcdefgh", strict=True))
 
 
 @pytest.mark.parametrize("text", [DEEP_YAML, ALIAS_BOMB], ids=["deep", "aliases"])

@@ -95,7 +95,7 @@ def test_yolo_txt_folder_scores_the_same(dataset: Path, reference: tuple[float, 
     ("bad_txt", ["--images", "{d}/images", "--labels", "{d}/bad"], "class 42 outside the model's 0..7"),
     ("bad_json", ["--images", "{d}/images", "--labels", "{d}/bad.json"], "'--labels'"),
     ("deep_json", ["--images", "{d}/images", "--labels", "{d}/deep.json"], "'--labels'"),  # RecursionError
-    ("binary_txt", ["--images", "{d}/images", "--labels", "{d}/bad"], "unreadable as UTF-8"),  # was a traceback
+    ("binary_txt", ["--images", "{d}/images", "--labels", "{d}/bad"], "unreadable as UTF-8"),  # traceback
 ])
 def test_bad_labels_are_one_line_and_exit_2(tmp_path: Path, dataset: Path, setup: str | None, argv: list[str],
                                             words: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -132,7 +132,8 @@ def test_detect_json_carries_full_precision(dataset: Path, reference: tuple[floa
     # before: boxes rounded to 0.01 px and scores to 1e-6, so mAP computed from detect's output differed
     # from evaluate's by up to 1.8e-3 per class; now every number reads back as the detector's float32
     images = [dataset / "images" / f"scene_{i}.png" for i in range(SCENES)]
-    assert detect.main([*map(str, images), "--json", "--conf", "0.001", "--iou", "0.6", "--max-det", "300"]) == 0
+    settings = ["--json", "--conf", "0.001", "--iou", "0.6", "--max-det", "300"]  # evaluate's
+    assert detect.main([*map(str, images), *settings]) == 0
     found = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     backend, meta = open_backend(BackendSettings())
     gts, dets = [], []
@@ -217,7 +218,8 @@ def test_no_ground_truth_is_refused_not_scored_zero(dataset: Path, tmp_path: Pat
     assert "left out 1 invalid labels" in err[0]
 
 
-def test_a_missing_image_is_one_line(dataset: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_missing_image_is_one_line(dataset: Path, tmp_path: Path,
+                                     capfd: pytest.CaptureFixture[str]) -> None:
     coco = json.loads((dataset / "coco.json").read_text())
     coco["images"][0]["file_name"] = "not_there.png"
     (tmp_path / "c.json").write_text(json.dumps(coco))
@@ -235,7 +237,7 @@ def test_evaluate_and_evaluate_user_depend_one_way() -> None:
     import dla_infer_node.cli.evaluate_user as user
 
     tree = ast.parse(Path(user.__file__).read_text())
-    names = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    froms = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    names = {n.module for n in froms} | {f"{n.module}.{a.name}" for n in froms for a in n.names}
     names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    names |= {f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
     assert "dla_infer_node.cli.evaluate" not in names, names
