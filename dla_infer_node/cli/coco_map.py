@@ -9,7 +9,8 @@ is their mean, mAP the mean over classes that have ground truth, at IoU 0.50 and
 Crowd regions (``iscrowd: 1``) as COCOeval treats them: they are not objects to find (no recall counts
 them), and a detection that matches no object but lies on a crowd region (intersection over the
 *detection's* area at or above the threshold) is ignored, neither a true nor a false positive; one crowd
-region absorbs any number of detections. ``test/test_coco_map.py`` holds it to pycocotools on random sets.
+region absorbs any number of detections. ``test/cli/test_coco_map.py`` holds it to pycocotools on random
+sets.
 """
 
 from __future__ import annotations
