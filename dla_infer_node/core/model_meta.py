@@ -163,6 +163,8 @@ def _names(value: Any, key: str, path: Path) -> tuple[str, ...]:
 def read_labels_file(file: Path, key: str, where: Mapping[str, Any], call: str) -> tuple[str, ...]:
     """Class names from a labels file, one per line (blank lines skipped); a one-line ModelError when it
     cannot be read as UTF-8 text."""
+    if not file.is_file():  # missing, a folder, or a FIFO that would block the read forever
+        raise ModelError(f"{key} file {str(file)!r} is not a regular file", call=call, params=where)
     try:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

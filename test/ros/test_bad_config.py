@@ -256,3 +256,20 @@ def test_yolov8_raw_reg_max_16_on_a_head_without_dfl_bins(files: dict[str, Path]
     meta = _yolov8_raw_meta(files, 3, 16)  # 64 + 3 channels expected, the head has 7
     rc, out = _run(capfd, {"model_path": str(files["model"]), "metadata_path": str(meta)})
     _assert_one_line(rc, out, "reg_max=16 needs 67")
+
+
+@pytest.mark.parametrize("labels", ["fifo", "binary"])
+def test_a_bad_labels_file_in_the_metadata_is_one_line(labels: str, files: dict[str, Path],
+                                                       capfd: pytest.CaptureFixture[str]) -> None:
+    # a FIFO blocked the start forever; bytes that are not UTF-8 were a UnicodeDecodeError traceback
+    target = files["fifo"] if labels == "fifo" else files["dir"] / "binary_labels.txt"
+    if labels == "binary":
+        target.write_bytes(b"\xff\xfealpha\nbeta\n")
+    doc = yaml.safe_load(files["meta"].read_text())
+    doc.pop("classes")
+    doc["labels"] = str(target)
+    meta = files["dir"] / f"labels_{labels}.meta.yaml"
+    meta.write_text(yaml.safe_dump(doc))
+    rc, out = _run(capfd, {"model_path": str(files["model"]), "metadata_path": str(meta)})
+    _assert_one_line(rc, out, str(target))
+    assert ("not a regular file" if labels == "fifo" else "unreadable") in out
