@@ -110,6 +110,7 @@ class ImageLabels:
         boxes = np.array([self.boxes[i] for i in keep], float).reshape(-1, 4)
         ids = np.array([self.class_ids[i] for i in keep], int)
         crowd = np.array([self.crowd[i] for i in keep], bool)
+        notes.crowd_objects += int(crowd.sum())
         return LabelledFrame(name, image, encoding, boxes[~crowd], ids[~crowd], boxes[crowd], ids[crowd])
 
 
@@ -156,7 +157,6 @@ def read_coco(path: Path, classes: Sequence[str], notes: DatasetNotes) -> dict[s
             labels.class_ids.append(index[name])
             labels.crowd.append(bool(a.get("iscrowd", 0)))
             labels.where.append(where)
-            notes.crowd_objects += int(labels.crowd[-1])
     return table
 
 
