@@ -160,16 +160,18 @@ def _names(value: Any, key: str, path: Path) -> tuple[str, ...]:
     return tuple(str(n) for n in names)
 
 
-def read_labels_file(file: Path, key: str, where: Mapping[str, Any], call: str) -> tuple[str, ...]:
-    """Class names from a labels file, one per line (blank lines skipped); a one-line ModelError when it
-    cannot be read as UTF-8 text."""
+def _labels_file(file: Path, path: Path) -> tuple[str, ...]:
+    """Class names from the labels file the metadata ``path`` names, one per line (blank lines skipped);
+    a one-line ModelError when it is not a regular file of UTF-8 text."""
+    where = {"path": str(path)}
     if not file.is_file():  # missing, a folder, or a FIFO that would block the read forever
-        raise ModelError(f"{key} file {str(file)!r} is not a regular file", call=call, params=where)
+        raise ModelError(f"labels file {str(file)!r} is not a regular file", call="load_metadata",
+                         params=where)
     try:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ModelError(f"{key} file {str(file)!r} unreadable ({' '.join(str(exc).split())})", call=call,
-                         params=where) from exc
+        raise ModelError(f"labels file {str(file)!r} unreadable ({' '.join(str(exc).split())})",
+                         call="load_metadata", params=where) from exc
     return tuple(line.strip() for line in text.splitlines() if line.strip())
 
 
@@ -182,7 +184,7 @@ def class_names(doc: Mapping[str, Any], path: Path) -> tuple[str, ...]:
     if isinstance(labels, str):
         if names is None:
             file = Path(labels) if Path(labels).is_absolute() else path.parent / labels
-            return read_labels_file(file, "labels", where, "load_metadata")
+            return _labels_file(file, path)
         labels = None
     if labels is not None:
         listed = _names(labels, "labels", path)
