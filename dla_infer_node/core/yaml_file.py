@@ -30,11 +30,10 @@ def yaml_problem(exc: Exception) -> str:
 
 
 def _children(node: Any) -> list[Any]:
-    import yaml
-
-    if isinstance(node, yaml.SequenceNode):
+    """The nodes a composed PyYAML node holds (its ``id`` is "scalar", "sequence" or "mapping")."""
+    if node.id == "sequence":
         return list(node.value)
-    if isinstance(node, yaml.MappingNode):
+    if node.id == "mapping":
         return [n for pair in node.value for n in pair]
     return []
 
