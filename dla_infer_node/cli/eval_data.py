@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from dla_infer_node.bags.bag_frames import image_frames
 from dla_infer_node.core.errors import InputError, ParameterError
 from dla_infer_node.core.image_io import IMAGE_FILE_SUFFIXES, read_image_file
 
@@ -224,8 +225,6 @@ def stamp_name(sec: int, nanosec: int) -> str:
 
 def bag_frames(bag: Path, topic: str, labels: Path, classes: Sequence[str], notes: DatasetNotes
                ) -> Iterator[LabelledFrame]:
-    from dla_infer_node.bags.bag_frames import image_frames
-
     table = read_coco(labels, classes, notes)
     matched: set[str] = set()
     for image, encoding, header in image_frames(bag, topic, "evaluate"):
