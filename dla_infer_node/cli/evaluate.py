@@ -30,6 +30,7 @@ from dla_infer_node.cli import evaluate_user
 from dla_infer_node.cli.eval_pipeline import Found, Truth, detect_all, evaluation_detector
 from dla_infer_node.core.errors import DlaInferError, ModelError, ParameterError
 from dla_infer_node.core.image_io import quiet_opencv_log
+from dla_infer_node.core.settings import BACKENDS
 from dla_infer_node.core.yaml_file import read_yaml
 
 EVAL_FIRST_SEED = 10_000_000
@@ -145,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--first-seed", type=int, default=EVAL_FIRST_SEED)
     p.add_argument("--threads", type=int, default=0, help="ONNX Runtime threads (0: default)")
     p.add_argument("--write-meta", action="store_true", help="store the result in the metadata YAML")
-    p.add_argument("--backend", choices=("onnxruntime", "cudla"), default="onnxruntime")
+    p.add_argument("--backend", choices=BACKENDS, default="onnxruntime")
     p.add_argument("--artifact", default="",
                    help="DLA artifact sidecar (<model>.loadable.yaml), --backend cudla")
     p.add_argument("--preprocess-device", choices=("cpu", "gpu"), default="cpu", help="cudla input path")

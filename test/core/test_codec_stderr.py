@@ -1,6 +1,6 @@
 """What a decode prints to stderr is sorted into codec output (libpng's and libjpeg's lines, OpenCV's own
 log lines) and other threads' log lines; the node throttles the first and passes the second through
-(``test/ros/test_input_watch.py``)."""
+(``test/ros/test_input_subscription.py``)."""
 
 from __future__ import annotations
 
