@@ -24,7 +24,7 @@ from dla_infer_node.backends.factory import BackendSettings, open_backend
 from dla_infer_node.bench import results_file
 from dla_infer_node.bench.heldout_scenes import CONDITIONS, HELDOUT_FIRST_SEED, heldout_scene
 from dla_infer_node.cli.coco_map import coco_map
-from dla_infer_node.cli.evaluate import detect_all, evaluation_detector
+from dla_infer_node.cli.eval_pipeline import detect_all, evaluation_detector
 
 
 def score_condition(detector: Any, condition: str, scenes: int, classes: int) -> dict[str, Any]:

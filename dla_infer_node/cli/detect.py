@@ -3,6 +3,8 @@
 With ``--json`` stdout carries exactly one JSON list per image, one line each, in argument order:
 ``[{"class": str, "score": float, "bbox": [x1, y1, x2, y2], "bbox_format": "xyxy_source_pixels"}, ...]``:
 top-left and bottom-right corners in pixels of the image as read (not the network's letterboxed input).
+Scores and coordinates are the detector's float32 values in full (the fewest digits that read back as the
+same float32), so figures computed from this output equal those computed by ``evaluate``.
 Annotated copies go to ``--out`` as ``<stem>_det.png``. ``--raw ENCODING:WxH`` reads raw camera frames
 (any encoding the node takes: YUYV, NV12, Bayer, 16-bit...) instead of image files. Errors print one line
 (``error: [stage] ...``) on stderr, exit code 2.
@@ -76,21 +78,14 @@ def _read(cv2: Any, name: str, raw: tuple[str, int, int] | None) -> tuple[Any, s
     return (scale_to_8bit(image) if image.dtype.itemsize == 2 else image), "bgr8"
 
 
-def _quiet_opencv(cv2: object) -> None:
-    """OpenCV logs its own WARN line for unreadable files; our one-line error says it better."""
-    logging = getattr(getattr(cv2, "utils", None), "logging", None)
-    if logging is not None:
-        logging.setLogLevel(logging.LOG_LEVEL_ERROR)
-
-
 def run(args: argparse.Namespace) -> int:
     import cv2
 
-    _quiet_opencv(cv2)
-
     from dla_infer_node.backends.factory import BackendSettings, open_backend
-    from dla_infer_node.core.image_io import draw_detections
+    from dla_infer_node.core.image_io import draw_detections, quiet_opencv_log
     from dla_infer_node.core.pipeline import Detector
+
+    quiet_opencv_log()
 
     backend, metadata = open_backend(BackendSettings(model_path=args.onnx, metadata_path=args.model,
                                                      ort_threads=args.threads))

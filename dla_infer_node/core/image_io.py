@@ -143,6 +143,14 @@ def frame_from_cdr(raw: bytes | bytearray | memoryview, compressed: bool,
     return view, encoding, f.header
 
 
+def quiet_opencv_log() -> None:
+    """Keep OpenCV's own WARN lines (an unreadable file, a truncated image) off stderr: the command line
+    tools report the same problem in their one-line error, and a second line would break that contract."""
+    logging = getattr(getattr(cv2, "utils", None), "logging", None)
+    if logging is not None:
+        logging.setLogLevel(logging.LOG_LEVEL_ERROR)
+
+
 def read_image_file(path: Path, stage: str = "input") -> np.ndarray:
     """A bgr8 image file (cv2.imread); InputError naming the file when it cannot be read."""
     image = cv2.imread(str(path), cv2.IMREAD_COLOR)
