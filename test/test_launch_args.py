@@ -3,6 +3,8 @@ the launch files themselves run under launch_testing in test_launch_node.py / te
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from dla_infer_node.ros import launch_args
@@ -43,3 +45,18 @@ def test_exit_reasons() -> None:
     assert "code 2: an invalid parameter" in str(launch_args.exit_reason("n", 2))
     assert "code 1: a backend" in str(launch_args.exit_reason("n", 1))
     assert "signal 9" in str(launch_args.exit_reason("n", -9))
+
+
+@pytest.mark.parametrize("given", ["/nonexistent.yaml", "", " ", "/tmp"])
+def test_a_params_file_that_is_not_there_is_refused_in_one_line(given: str) -> None:
+    with pytest.raises(LaunchArgumentError) as err:
+        launch_args.params_file(given)
+    text = str(err.value)
+    assert f"params_file:={given!r}" in text and "existing ROS 2 parameters YAML file" in text
+    assert "\n" not in text and text.startswith("[launch]")
+
+
+def test_an_existing_params_file_is_used_as_given(tmp_path: Path) -> None:
+    params = tmp_path / "p.yaml"
+    params.write_text("/**:\n  ros__parameters: {}\n")
+    assert launch_args.params_file(f" {params} ") == str(params)

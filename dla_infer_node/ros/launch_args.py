@@ -2,7 +2,8 @@
 
 Used by ``launch/*.launch.py`` (plain Python, no rclpy): a topic or namespace that rcl would reject as a
 remap rule or node namespace (and kill the node with a parse error) is either normalised (surrounding
-spaces, trailing slashes) or refused with one line naming the launch argument.
+spaces, trailing slashes) or refused with one line naming the launch argument; so is a parameters file or
+DDS profile that is not there.
 """
 
 from __future__ import annotations
@@ -64,6 +65,16 @@ def namespace(value: str, name: str = "namespace") -> str:
         raise LaunchArgumentError(name, value, "empty (no namespace) or '/'-separated tokens of letters, "
                                   "digits and '_', each not starting with a digit")
     return "/" + ns if ns else ""
+
+
+def params_file(value: str, name: str = "params_file") -> str:
+    """The parameters file: it must exist (launch_ros would only warn, and the node would run on its
+    defaults)."""
+    path = Path(value.strip())
+    if not value.strip() or not path.is_file():
+        raise LaunchArgumentError(name, value, "the path of an existing ROS 2 parameters YAML file "
+                                  f"({path} is not a file)")
+    return str(path)
 
 
 def dds_profile(value: str, config_dir: str, name: str = "dds_profile") -> str:
