@@ -6,8 +6,10 @@ or ``config/fastdds_large_images.xml`` loaded with FASTDDS_DEFAULT_PROFILES_FILE
 receiver: a bare rclpy subscriber, or the real node (``main(injected=...)`` with the zero-cost backend of
 ``bench.node_roles``, so the CPU goes to the transport and "received" is the node's own ``frames_in``).
 
-Each cell is a fresh publisher process and a fresh receiver process in a domain of its own (ROS_DOMAIN_ID),
-``--frames`` frames at ``--rate`` Hz; the receiver takes frames keep last 1, as the node does by default.
+Each cell is a fresh publisher process and a fresh receiver process, ``--frames`` frames at ``--rate`` Hz; the
+receiver takes frames keep last 1, as the node does by default. Cells run one after the other, each after the
+last one's processes ended, all in the DDS domain ROS_DOMAIN_ID gives (one the benchmark picks where it is
+unset): a test runner's domain is where it stays.
 Latency = callback entry in the receiver - the publisher's wall clock at publish (header stamp).
 
 Two setups:
@@ -131,13 +133,12 @@ def orchestrate(args: argparse.Namespace) -> int:
     base = dict(os.environ)
     netns_problem = LoopbackNetns.unavailable()
     cells = plan(args, not netns_problem)
-    first_domain = 1 + (os.getpid() * 11) % 150
+    domain = int(base.get("ROS_DOMAIN_ID") or 1 + os.getpid() % 200)
     ledger = ShmLedger()
     results: list[dict[str, Any]] = []
     netns_links: list[str] = []
     load_before = os.getloadavg()
     for index, cell in enumerate(cells):
-        domain = 1 + (first_domain + index) % 200  # every cell its own domain: no cross-talk between cells
         stock = cell["setup"] == "stock_netns"
         env = cell_env(base, profile=cell["profile"], reliability=cell["reliability"], stock=stock,
                        domain=domain)
@@ -148,6 +149,7 @@ def orchestrate(args: argparse.Namespace) -> int:
         else:
             result = run_cell(cell, args, env, [], ledger)
         result["shm_files_removed"] = len(ledger.clean())
+        result["domain"] = domain
         results.append(result)
         shown = (f"{result['received']}/{result['published']} p50 {result['latency_ms']['p50']} ms"
                  if "error" not in result else f"ERROR {result['error']}")
