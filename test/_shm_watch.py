@@ -83,13 +83,14 @@ class ShmWatch:
         """Segments of ours whose owner is gone: removed now, returned with the owner's command line."""
         self.poll()
         with self._lock:
-            dead = {name: owner for name, owner in self.ours.items() if not Path(f"/proc/{owner[0]}").exists()}
+            dead = {name: (pid, command) for name, (pid, command) in self.ours.items()
+                    if not Path(f"/proc/{pid}").exists()}
             for name in dead:
                 del self.ours[name]
         return [(orphan, dead[orphan.name][1]) for orphan in remove_orphans(only=dead, min_lock_age_s=0.0)]
 
 
 def describe_left(left: list[tuple[Orphan, str]]) -> str:
-    return (f"{len(left)} Fast DDS shared-memory segment(s) left in /dev/shm by processes of this run that died "
-            f"without closing them (removed now): " + "; ".join(
-                f"{orphan.name} ({orphan.ram_bytes >> 20} MiB) of `{command[:160]}`" for orphan, command in left))
+    each = [f"{orphan.name} ({orphan.ram_bytes >> 20} MiB) of `{command[:160]}`" for orphan, command in left]
+    return (f"{len(left)} Fast DDS shared-memory segment(s) left in /dev/shm by processes of this run that "
+            f"died without closing them (removed now): " + "; ".join(each))

@@ -22,6 +22,8 @@ import pytest
 from _shm_watch import ShmWatch, describe_left
 from _suites import is_node_test_file
 
+from dla_infer_node.ros.launch_args import rclpy_major
+
 
 def _domain_id() -> int:
     # distinct per process: pytest-xdist workers (gw0, gw1, ...) and concurrent pytest runs (pid) differ.
@@ -31,20 +33,8 @@ def _domain_id() -> int:
     return 1 + (os.getpid() * 7 + index * 13) % 200
 
 
-def _rclpy_major() -> int | None:
-    """Major version of the rclpy that would be imported (3 Humble, 7 Jazzy, 9 Kilted); imports nothing."""
-    from importlib import metadata
-
-    for dist in ("ros-rclpy", "rclpy"):  # the PyPI wheels; a sourced ROS install's egg-info
-        try:
-            return int(metadata.version(dist).split(".")[0])
-        except (metadata.PackageNotFoundError, ValueError):
-            continue
-    return None
-
-
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"  # Iron and later
-if (_rclpy_major() or 0) < 4:
+if (rclpy_major() or 0) < 4:
     os.environ["ROS_LOCALHOST_ONLY"] = "1"  # Humble knows only this one
 else:
     # Jazzy's rcl warns twice on stderr for every process while it is set (deprecated, and it overrides the

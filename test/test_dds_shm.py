@@ -21,6 +21,7 @@ from _node_helpers import REPO, NodeRunner, write_oracle_model
 from _shm_watch import ShmWatch
 
 from dla_infer_node.ros.dds_shm import LOCK_SUFFIX, SHM_DIR, lock_owners, remove_orphans, segment_names
+from dla_infer_node.ros.launch_args import profile_env
 
 HOLD = """
 import fcntl, os, sys, time
@@ -95,7 +96,7 @@ def test_the_node_removes_what_a_killed_node_left(tmp_path: Path, ros_env: dict[
     pytest.importorskip("rclpy", reason="rclpy not importable: run the node tests in the project .venv")
     model, meta = write_oracle_model(tmp_path / "oracle")
     profile = str(REPO / "config" / "fastdds_large_images.xml")
-    env = {**ros_env, "FASTDDS_DEFAULT_PROFILES_FILE": profile, "FASTRTPS_DEFAULT_PROFILES_FILE": profile}
+    env = {**ros_env, **profile_env(profile)}
     runner = NodeRunner(tmp_path, env)
     params = {"model_path": str(model), "metadata_path": str(meta), "debug_image": False}
     try:

@@ -60,3 +60,15 @@ def test_an_existing_params_file_is_used_as_given(tmp_path: Path) -> None:
     params = tmp_path / "p.yaml"
     params.write_text("/**:\n  ros__parameters: {}\n")
     assert launch_args.params_file(f" {params} ") == str(params)
+
+
+def test_the_profile_variable_is_the_one_the_distro_reads() -> None:
+    old, new = launch_args.DDS_PROFILE_ENV_FASTDDS2, launch_args.DDS_PROFILE_ENV
+    for distro in ("humble", "iron", "jazzy", " Jazzy "):
+        assert launch_args.profile_env_names({"ROS_DISTRO": distro}) == (old,)
+    for distro in ("kilted", "rolling", "lyrical"):
+        assert launch_args.profile_env_names({"ROS_DISTRO": distro}) == (new,)
+    major = launch_args.rclpy_major()  # no ROS_DISTRO (the venv): the installed rclpy tells
+    expected = (new, old) if major is None else (new,) if major >= 9 else (old,)
+    assert launch_args.profile_env_names({}) == expected
+    assert launch_args.profile_env("p", {"ROS_DISTRO": "jazzy"}) == {old: "p"}

@@ -48,4 +48,5 @@ def test_a_params_file_that_is_not_there_is_refused_before_the_node_starts() -> 
     # launch_ros itself only warns and the node would run on its defaults
     rc, log = launch("params_file:=/nonexistent.yaml")
     assert rc == 1, log
-    assert "launch argument params_file:='/nonexistent.yaml' is invalid" in log and "process started" not in log
+    assert "launch argument params_file:='/nonexistent.yaml' is invalid" in log, log
+    assert "process started" not in log

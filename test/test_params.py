@@ -166,8 +166,8 @@ def test_config_comments_name_the_values_below_them(name: str) -> None:
         if key in values and comment and isinstance(values[key], (int, float)):
             word = key.split("_")[-1]  # qos_depth -> "depth"
             for number in re.findall(rf"\b{word}\s+(-?\d+(?:\.\d+)?)(?!\d|\s*\.\.)", " ".join(comment)):
-                assert float(number) == values[key], f"{name}: the comment above {key} says {word} {number}, " \
-                                                     f"the value is {values[key]}"
+                assert float(number) == values[key], \
+                    f"{name}: the comment above {key} says {word} {number}, the value is {values[key]}"
 
 
 def test_orin_config_is_hybrid_cudla() -> None:

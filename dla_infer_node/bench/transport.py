@@ -1,10 +1,11 @@
 """Transport benchmark (not a test): ``python -m dla_infer_node.bench.transport [--out FILE] [--quick]``.
 
-How many raw camera frames cross from one process to another over Fast DDS, and how late, by frame size
-(VGA, 720p, 1080p rgb8), reliability (best effort, reliable), transport configuration (Fast DDS defaults,
-or ``config/fastdds_large_images.xml`` loaded with FASTDDS_DEFAULT_PROFILES_FILE in both processes) and
-receiver: a bare rclpy subscriber, or the real node (``main(injected=...)`` with the zero-cost backend of
-``bench.node_roles``, so the CPU goes to the transport and "received" is the node's own ``frames_in``).
+How many raw camera frames cross from one process to another over Fast DDS, and how late, by frame size (VGA,
+720p, 1080p rgb8), reliability (best effort, reliable), transport configuration (Fast DDS defaults, or
+``config/fastdds_large_images.xml`` loaded in both processes with FASTDDS_DEFAULT_PROFILES_FILE, or
+FASTRTPS_DEFAULT_PROFILES_FILE on Humble and Jazzy) and receiver: a bare rclpy subscriber, or the real node
+(``main(injected=...)`` with the zero-cost backend of ``bench.node_roles``, so the CPU goes to the transport
+and "received" is the node's own ``frames_in``).
 
 Each cell is a fresh publisher process and a fresh receiver process, ``--frames`` frames at ``--rate`` Hz; the
 receiver takes frames keep last 1, as the node does by default. Cells run one after the other, each after the
@@ -39,6 +40,7 @@ import numpy as np
 
 from dla_infer_node.bench.role_stop import stop_all
 from dla_infer_node.bench.transport_roles import SIZES, LoopbackNetns, ShmLedger, role_publisher
+from dla_infer_node.ros.launch_args import profile_env
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "config" / "fastdds_large_images.xml"
@@ -60,8 +62,8 @@ def cell_env(base: dict[str, str], *, profile: str, reliability: str, stock: boo
     else:
         env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
         env["ROS_LOCALHOST_ONLY"] = "1"
-    if profile == "profile":  # under both names: Fast DDS 2 (Jazzy) reads only the FASTRTPS_ one
-        env["FASTDDS_DEFAULT_PROFILES_FILE"] = env["FASTRTPS_DEFAULT_PROFILES_FILE"] = str(PROFILE)
+    if profile == "profile":  # under the name this ROS 2's Fast DDS reads
+        env.update(profile_env(str(PROFILE), base))
     env["ROS_DOMAIN_ID"] = str(domain)
     env["BENCH_RELIABILITY"] = reliability
     return env

@@ -2,8 +2,8 @@
 
 Fast DDS's SHM transport gives each participant a segment file ``/dev/shm/fastdds_<16 characters>``
 (``fastrtps_`` with Fast DDS 2): 64 MiB with ``config/fastdds_large_images.xml``, 512 KiB by default. Next to
-it is a lock file, the segment's name + ``_el``, on which the owner holds an exclusive ``flock`` for as long as
-it lives. A clean exit removes both files. A process killed hard (SIGKILL, the OOM killer, a crash in a
+it is a lock file, the segment's name + ``_el``, on which the owner holds an exclusive ``flock`` for as long
+as it lives. A clean exit removes both files. A process killed hard (SIGKILL, the OOM killer, a crash in a
 native library) leaves both, and /dev/shm is RAM: nothing gives it back until the files are removed, and a
 node restarted in a loop (``respawn:=true``) adds a segment each time.
 
