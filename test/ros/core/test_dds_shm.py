@@ -1,9 +1,8 @@
-"""Fast DDS shared-memory segments of dead processes (ros/dds_shm.py): found by their free lock, removed, and
-removed by the node at startup; the run's guard (conftest + _shm_watch) notices a segment a test leaves.
+"""Fast DDS shared-memory segments of dead processes (ros/dds_shm.py): found by their free lock and removed;
+the run's guard (conftest + _shm_watch) notices a segment a test leaves behind.
 
-The lock rules are checked on stand-in files (a segment-named file and its ``_el`` lock held by a child
-process) in a temporary folder; the node's part runs the real node with the shipped profile, kills it with
-SIGKILL and starts the next one.
+Checked on stand-in files (a segment-named file and its ``_el`` lock held by a child process), in a temporary
+folder and in /dev/shm itself; test/ros/test_node_startup.py has the node removing what a killed node left.
 """
 
 from __future__ import annotations
@@ -13,15 +12,12 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from _node_helpers import REPO, NodeRunner, write_oracle_model
 from _shm_watch import ShmWatch
 
 from dla_infer_node.ros.dds_shm import LOCK_SUFFIX, SHM_DIR, lock_owners, remove_orphans, segment_names
-from dla_infer_node.ros.launch_args import profile_env
 
 HOLD = """
 import fcntl, os, sys, time
@@ -90,35 +86,3 @@ def test_the_guard_notices_a_segment_a_dead_child_left() -> None:
     left = watch.left_behind()
     assert [(o.name, "flock" in command) for o, command in left] == [(name, True)]
     assert not (SHM_DIR / name).exists() and not (SHM_DIR / (name + LOCK_SUFFIX)).exists()
-
-
-def test_the_node_removes_what_a_killed_node_left(tmp_path: Path, ros_env: dict[str, str]) -> None:
-    pytest.importorskip("rclpy", reason="rclpy not importable: run the node tests in the project .venv")
-    model, meta = write_oracle_model(tmp_path / "oracle")
-    profile = str(REPO / "config" / "fastdds_large_images.xml")
-    env = {**ros_env, **profile_env(profile)}
-    runner = NodeRunner(tmp_path, env)
-    params = {"model_path": str(model), "metadata_path": str(meta), "debug_image": False}
-    try:
-        first = runner.start(params)
-        deadline = time.monotonic() + 90
-        while "ready:" not in first.output() and time.monotonic() < deadline and first.proc.poll() is None:
-            time.sleep(0.2)
-        assert "ready:" in first.output(), first.output()
-        owned = {name for name, pid in lock_owners().items() if pid == first.proc.pid}
-        large = {name for name in owned if (SHM_DIR / name).stat().st_size >= 64 << 20}
-        assert large, (owned, "the profile's 64 MiB segment")
-        first.proc.send_signal(signal.SIGKILL)  # as the OOM killer or a crash in a native library would
-        first.proc.wait(10)
-        assert set(segment_names()) >= owned  # Fast DDS left them: nothing else will reclaim that RAM
-        time.sleep(2.5)  # older than the age under which a lock file may be one being created
-
-        second = runner.start(params)
-        deadline = time.monotonic() + 90
-        while "removed" not in second.output() and time.monotonic() < deadline and second.proc.poll() is None:
-            time.sleep(0.2)
-        assert "Fast DDS shared-memory segment(s) of processes that died" in second.output(), second.output()
-        assert not owned & set(segment_names()), "the second node did not remove the first one's segments"
-        assert second.stop() == 0, second.output()
-    finally:
-        runner.cleanup()
