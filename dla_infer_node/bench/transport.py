@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ PROFILE = REPO / "config" / "fastdds_large_images.xml"
 PROFILES = ("default", "profile")
 RELIABILITIES = ("best_effort", "reliable")
 RECEIVERS = ("bare", "node")
+_DIAGNOSTICS_SETTLE_S = 2.5  # two of the node role's diagnostics periods (1 s) and a margin
 _FASTDDS_VARS = (
     "FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_BUILTIN_TRANSPORTS",
     "RMW_FASTRTPS_USE_QOS_FROM_XML")
@@ -73,24 +75,33 @@ def _pct(values: list[float], q: float) -> float | None:
     return round(float(np.percentile(values, q)), 2) if values else None
 
 
-def run_cell(cell: dict[str, Any], args: argparse.Namespace, env: dict[str, str], prefix: list[str],
-             ledger: ShmLedger) -> dict[str, Any]:
-    """One publisher and one receiver process; the cell's figures (or its failure, with the logs' tails)."""
-    me = [*prefix, sys.executable, "-m", "dla_infer_node.bench.transport"]
+def run_cell(cell: dict[str, Any], args: argparse.Namespace, env: dict[str, str],
+             prefix: list[str] | Mapping[str, list[str]], ledger: ShmLedger, *, listen: bool = False
+             ) -> dict[str, Any]:
+    """One publisher and one receiver process; the cell's figures (or its failure, with the logs' tails).
+
+    ``prefix``: what each process runs under (``ip netns exec ...``), one for all or per role ('publisher',
+    'measure' / 'node', 'listen'). ``listen`` (node receiver only): a listener beside the node keeps the last
+    /diagnostics values it published, in ``node_diagnostics``."""
     procs: dict[str, subprocess.Popen[bytes]] = {}
     with tempfile.TemporaryDirectory(prefix="bench_transport_") as folder:
         tmp = Path(folder)
 
         def start(role: str, *extra: str) -> None:
+            runs_under = prefix.get(role, []) if isinstance(prefix, Mapping) else prefix
+            me = [*runs_under, sys.executable, "-m", "dla_infer_node.bench.transport"]
             with open(tmp / f"{role}.log", "wb") as log:
                 files = ["--result", str(tmp / f"{role}.json"), "--ready", str(tmp / f"{role}.ready")]
                 procs[role] = subprocess.Popen([*me, "--role", role, *files, *extra], env=env, cwd=REPO,
                                                stdout=log, stderr=subprocess.STDOUT)
 
         receiver = "measure" if cell["receiver"] == "bare" else "node"
+        listen = listen and receiver == "node"
         problem = ""
         try:
             start(receiver)
+            if listen:
+                start("listen")
             # the publisher waits until the receiver has matched, then --warmup seconds more
             start("publisher", "--size", cell["size"], "--frames", str(args.frames), "--rate", str(args.rate))
             end = time.monotonic() + 120 + args.frames / args.rate
@@ -99,6 +110,8 @@ def run_cell(cell: dict[str, Any], args: argparse.Namespace, env: dict[str, str]
                 time.sleep(0.5)
             if procs["publisher"].poll() is None:
                 problem = "publisher did not finish"
+            elif listen:
+                time.sleep(_DIAGNOSTICS_SETTLE_S)  # the node's /diagnostics after the last frame
         finally:
             rcs = stop_all(procs, grace_s=20.0)
         out: dict[str, Any] = dict(cell)
@@ -107,6 +120,12 @@ def run_cell(cell: dict[str, Any], args: argparse.Namespace, env: dict[str, str]
             got = json.loads((tmp / f"{receiver}.json").read_text())
         except (OSError, ValueError) as exc:
             problem = problem or f"no result ({exc}); exit codes {rcs}"
+        if listen:
+            try:
+                out["node_diagnostics"] = json.loads((tmp / "listen.json").read_text())["diagnostics"]
+            except (OSError, ValueError, KeyError) as exc:
+                out["node_diagnostics"] = {"error": f"no result from the listener ({exc}): "
+                                                    + (tmp / "listen.log").read_text(errors="replace")[-600:]}
         if problem or not pub.get("matched"):
             tails = {r: (tmp / f"{r}.log").read_text(errors="replace")[-600:] for r in procs}
             return {**out, "error": problem or "the receiver never matched", "logs": tails}
@@ -197,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", nargs="+", choices=tuple(SIZES), default=list(SIZES), help="frame sizes")
     ap.add_argument("--receivers", nargs="+", choices=RECEIVERS, default=list(RECEIVERS),
                     help="bare rclpy subscriber and/or the node")
-    ap.add_argument("--role", choices=("orchestrate", "publisher", "measure", "node"), default="orchestrate",
+    ap.add_argument("--role", choices=("orchestrate", "publisher", "measure", "node", "listen"),
+                    default="orchestrate",
                     help=argparse.SUPPRESS)
     ap.add_argument("--size", choices=tuple(SIZES), default="VGA", help=argparse.SUPPRESS)
     ap.add_argument("--warmup", type=float, default=1.0, help=argparse.SUPPRESS)
