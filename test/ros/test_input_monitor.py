@@ -172,13 +172,19 @@ def test_silence_stays_true_after_many_of_its_periods() -> None:
     assert monitor.status(1)[2]["frames_lost"] == 0
 
 
-def test_a_stream_whose_publisher_left_is_forgotten() -> None:
+def two_publishers(period: float) -> tuple[InputMonitor, Clock]:
+    """A and B matched, past the grace period, each having sent frames 1..10 every ``period`` s."""
     monitor, clock = make(stall=5.0)
     monitor.status(2)
     clock.now += 10.0
     for seq in range(1, 11):
-        feed(monitor, clock, [seq], GID_A, period=0.01)
-        feed(monitor, clock, [seq], GID_B, period=0.01)
+        feed(monitor, clock, [seq], GID_A, period=period)
+        feed(monitor, clock, [seq], GID_B, period=period)
+    return monitor, clock
+
+
+def test_a_stream_whose_publisher_left_is_forgotten() -> None:
+    monitor, clock = two_publishers(period=0.01)
     clock.now += 60.0  # both silent, long past forgetting; B has left, A is still matched
     feed(monitor, clock, [11], GID_A)
     clock.now += 60.0
@@ -191,12 +197,7 @@ def test_a_stream_whose_publisher_left_is_forgotten() -> None:
 
 
 def test_one_of_two_publishers_stops() -> None:
-    monitor, clock = make(stall=5.0)
-    monitor.status(2)
-    clock.now += 10.0
-    for seq in range(1, 11):
-        feed(monitor, clock, [seq], GID_A)
-        feed(monitor, clock, [seq], GID_B)
+    monitor, clock = two_publishers(period=0.1)
     feed(monitor, clock, list(range(11, 26)), GID_A)  # B quiet for 1.5 s, 5 of its periods are 1 s
     level, message, values = monitor.status(2)
     assert level == "warn" and "1 of 2 matched publisher(s)" in message
