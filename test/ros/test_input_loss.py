@@ -10,6 +10,7 @@ the frames that really did not arrive. Skipped only where network namespaces can
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 from collections.abc import Iterator
@@ -25,6 +26,9 @@ pytest.importorskip("vision_msgs.msg", reason="vision_msgs not importable: run `
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from sensor_msgs.msg import Image
+
+from dla_infer_node.bench.transport import cell_env, run_cell
+from dla_infer_node.bench.transport_roles import LoopbackNetns, ShmLedger, TwoHosts
 
 OK, WARN = (int.from_bytes(v, "little") if isinstance(v, bytes) else int(v)
             for v in (DiagnosticStatus.OK, DiagnosticStatus.WARN))
@@ -104,11 +108,6 @@ def test_frames_lost_from_another_host_counts_each_lost_frame_once(tmp_path: Pat
     # them) and the node on the first, with Fast DDS's defaults: most frames are lost on the way, and the
     # rmw's count and the sequence numbers report the same losses at different times. frames_lost must not
     # exceed what really did not arrive (it was up to twice that when the two were added per period).
-    import argparse
-
-    from dla_infer_node.bench.transport import cell_env, run_cell
-    from dla_infer_node.bench.transport_roles import LoopbackNetns, ShmLedger, TwoHosts
-
     why_not = LoopbackNetns.unavailable()
     if why_not:
         pytest.skip(f"network namespaces cannot be made here ({why_not}): no second host")

@@ -22,7 +22,14 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable (run the tests in the project .venv)")
 
+import numpy as np  # noqa: E402
 from _node_helpers import NodeRunner, RosProbe, diag_values  # noqa: E402
+from rclpy.serialization import serialize_message  # noqa: E402
+from sensor_msgs.msg import Image  # noqa: E402
+
+from dla_infer_node.bags.bag_io import BagReader  # noqa: E402
+from dla_infer_node.bags.bag_meta import QosProfile  # noqa: E402
+from dla_infer_node.bags.bag_writer import BagWriter  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -65,21 +72,12 @@ def test_the_replay_and_capture_recipe_as_written(tmp_path: Path, ros_env: dict[
     summary = json.loads((tmp_path / "out" / "detections.json").read_text())
     assert summary["frames"] == 10 and summary["detections"] > 0, (summary, out)
     assert summary["frame_ids"] == ["camera"]
-    from dla_infer_node.bags.bag_io import BagReader
-
     assert BagReader(tmp_path / "out" / "detections.mcap").topics["/detections"].message_count == 10
     assert "stopped: worker joined" in out, out  # kill: an orderly stop
 
 
 def _raw_bag(path: Path, frames: int) -> None:
     """A camera's recording: VGA rgb8 at 10 Hz on /camera/image_raw, offered best effort, keep last 5."""
-    import numpy as np
-    from rclpy.serialization import serialize_message
-    from sensor_msgs.msg import Image
-
-    from dla_infer_node.bags.bag_meta import QosProfile
-    from dla_infer_node.bags.bag_writer import BagWriter
-
     pixels = np.random.default_rng(1).integers(0, 256, 480 * 640 * 3, dtype=np.uint8).tobytes()
     with BagWriter(path) as bag:
         bag.add_topic("/camera/image_raw", "sensor_msgs/msg/Image",
