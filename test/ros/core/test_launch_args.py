@@ -56,6 +56,15 @@ def test_a_params_file_that_is_not_there_is_refused_in_one_line(given: str) -> N
     assert "\n" not in text and text.startswith("[launch]")
 
 
+def test_the_launch_files_check_the_params_file_before_the_node_action() -> None:
+    # where launch_ros is installed, test/ros/test_launch_exit.py runs it; here: the call is in place, in the
+    # function both launch files build their nodes with
+    text = (Path(__file__).resolve().parents[3] / "launch" / "dla_infer.launch.py").read_text()
+    body = text.split("def node_action(", 1)[1].split("\ndef ", 1)[0]
+    assert "params_file = launch_args.params_file(params_file)" in body
+    assert body.index("launch_args.params_file(") < body.index("return Node(")
+
+
 def test_an_existing_params_file_is_used_as_given(tmp_path: Path) -> None:
     params = tmp_path / "p.yaml"
     params.write_text("/**:\n  ros__parameters: {}\n")
