@@ -49,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         metavar="N",
-        help="before starting, wait until every topic has N subscriptions (see --wait-timeout)",
+        help="before starting, wait until every topic has N subscriptions, then 1 s for the readers' side of "
+        "the match (see --wait-timeout)",
     )
     ap.add_argument(
         "--wait-for",

@@ -26,6 +26,10 @@ IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
 # necessarily matched it: a participant that missed the reader's first announcements learns of it at the
 # next one, and Fast DDS re-announces every 3 s. --wait-for waits that long once the readers are in the graph.
 DISCOVERY_SETTLE_S = 3.5
+# The replay's own publisher counts a subscription as matched a little before that reader has matched the
+# publisher back, and a reader drops what comes from a writer it does not know yet: the first message of a
+# replay was lost that way. --wait-subscribers waits this long after the match.
+READER_MATCH_SETTLE_S = 1.0
 
 
 class ReplayError(DlaInferError):
@@ -230,8 +234,7 @@ class Replayer:
         deadline = time.monotonic() + self.opts.wait_timeout
         while not stop.is_set() and time.monotonic() < deadline:
             if ready():
-                if self.opts.wait_for:
-                    stop.wait(DISCOVERY_SETTLE_S)
+                stop.wait(DISCOVERY_SETTLE_S if self.opts.wait_for else READER_MATCH_SETTLE_S)
                 return True
             time.sleep(0.02)
         return ready()
