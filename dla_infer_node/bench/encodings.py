@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
-import platform
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import cv2
 import numpy as np
 
 from dla_infer_node.bench import results_file
-from dla_infer_node.bench.core import interleaved
+from dla_infer_node.bench.core import host_info, interleaved
 from dla_infer_node.core.color_convert import to_packed8
 from dla_infer_node.core.model_meta import load_metadata
 from dla_infer_node.core.preprocess import Preprocessor
@@ -38,16 +35,17 @@ ENCODINGS = ("rgb8", "bgr8", "mono8", "yuyv", "uyvy", "nv12", "nv21", "bayer_rgg
 TARGET, STRETCH = 2.0, 1.5
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dla_infer_node.bench.encodings",
-                                 description=(__doc__ or "").splitlines()[0])
-    results_file.add_arguments(ap, "bench/results/encodings.json")
+def _options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--blocks", type=int, default=5)
     ap.add_argument("--gap", type=float, default=3.0, help="seconds between blocks")
     ap.add_argument("--quick", action="store_true", help="2 short blocks (smoke run)")
-    args = ap.parse_args(argv)
-    if results_file.print_table(args, table):
-        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return results_file.run(argv, "encodings", __doc__, _options, _measure, lambda _args, doc: table(doc))
+
+
+def _measure(args: argparse.Namespace) -> dict[str, Any]:
     blocks, rounds, iters = (2, 3, 3) if args.quick else (args.blocks, 5, 20)
     spec = load_metadata(default_model_metadata()).input
     rng = np.random.default_rng(0)
@@ -71,8 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         per_block.append({k: statistics.median(v) * 1e3 for k, v in t.items()})
     ratios = {k: [blk[k] / blk["rgb8"] for blk in per_block] for k in fns}
     result: dict[str, Any] = {
-        "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
-                 "numpy": np.__version__, "opencv": cv2.__version__, "loadavg": os.getloadavg()},
+        "host": host_info(opencv=cv2.__version__),
         "frame": [1920, 1080], "model_input": [spec.width, spec.height],
         "blocks": blocks, "rounds_per_block": rounds, "iterations_per_round": iters,
         "seconds": round(time.monotonic() - t0, 1), "target_ratio": TARGET, "stretch_ratio": STRETCH,
@@ -86,9 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     for k, r in result["encodings"].items():
         print(f"  {k:<38} {r['ms_median_of_blocks']:7.3f} ms  {r['ratio_to_rgb8_median_of_blocks']:5.2f}x  "
               f"{r['path']}")
-    results_file.write(Path(args.out), result)
-    print(f"wrote {args.out}")
-    return 0
+    return result
+
+
 
 
 def table(result: dict[str, Any]) -> str:
