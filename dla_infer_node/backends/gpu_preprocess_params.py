@@ -9,13 +9,14 @@ launching it: :mod:`dla_infer_node.backends.gpu_preprocess`. The CPU tests exerc
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dla_infer_node.backends import preprocess_kernel as pk
 from dla_infer_node.core.errors import BackendError, InputError, ParameterError
-from dla_infer_node.core.image_io import RGB_INDEX, validate_image
+from dla_infer_node.core.image_io import validate_image
 
 if TYPE_CHECKING:
     from dla_infer_node.core.model_meta import InputSpec
@@ -56,10 +57,110 @@ def check_layout(spec: InputSpec, layout: TensorLayout, int8_scale: float | None
                                  hint="use preprocess_device: cpu for this loadable")
 
 
+@dataclass(frozen=True)
+class SourceFormat:
+    """How the kernel reads one ROS encoding (``family`` picks the kernel, see ``preprocess_kernel``)."""
+
+    family: str
+    cv_code: str                            # the cv2.cvtColor code cv_bridge converts it to RGB with
+    channels: int = 1                       # samples per pixel (packed families)
+    rgb: tuple[int, int, int] = (0, 1, 2)   # sample index of R, G, B within a pixel (packed families)
+    yuv_off: tuple[int, int, int] = (0, 0, 0)  # YUV: byte of Y in a pixel, of U and V in a pair / NV row
+    bayer: str = ""                         # Bayer: colours of the 2x2 tile, row by row
+
+    @property
+    def sample_bytes(self) -> int:
+        return 2 if self.family in ("packed16", "bayer16") else 1
+
+    @property
+    def packed(self) -> bool:
+        return self.family in pk.PACKED_FAMILIES
+
+
+def _packed(bits: int) -> dict[str, SourceFormat]:
+    fam = f"packed{bits}"
+    return {f"rgb{bits}": SourceFormat(fam, "", 3, (0, 1, 2)),
+            f"bgr{bits}": SourceFormat(fam, "COLOR_BGR2RGB", 3, (2, 1, 0)),
+            f"rgba{bits}": SourceFormat(fam, "COLOR_RGBA2RGB", 4, (0, 1, 2)),
+            f"bgra{bits}": SourceFormat(fam, "COLOR_BGRA2RGB", 4, (2, 1, 0)),
+            f"mono{bits}": SourceFormat(fam, "COLOR_GRAY2RGB", 1, (0, 0, 0))}
+
+
+_YUYV = SourceFormat("yuv422", "COLOR_YUV2RGB_YUYV", yuv_off=(0, 1, 3))  # Y0 U Y1 V
+_UYVY = SourceFormat("yuv422", "COLOR_YUV2RGB_UYVY", yuv_off=(1, 0, 2))  # U Y0 V Y1
+# ROS's Bayer names give the tile from the first row; OpenCV's codes name it from the second one
+_BAYER_CODES = {"rggb": "BG", "bggr": "RG", "gbrg": "GR", "grbg": "GB"}
+# ROS encoding name (sensor_msgs/image_encodings) -> how the kernel reads it, with cv_bridge's conventions
+# (16-bit frames: converted in 16 bit, then scaled by 255/65535; NV12/NV21 as OpenCV's _NV12 / _NV21).
+SOURCE_FORMATS: dict[str, SourceFormat] = {
+    **_packed(8), **_packed(16),
+    "yuyv": _YUYV, "yuv422_yuy2": _YUYV, "uyvy": _UYVY, "yuv422": _UYVY,
+    "nv12": SourceFormat("nv", "COLOR_YUV2RGB_NV12", yuv_off=(0, 0, 1)),
+    "nv21": SourceFormat("nv", "COLOR_YUV2RGB_NV21", yuv_off=(0, 1, 0)),
+    **{f"bayer_{pat}{bits}": SourceFormat(f"bayer{bits}", f"COLOR_Bayer{cv}2RGB", bayer=pat)
+       for pat, cv in _BAYER_CODES.items() for bits in (8, 16)},
+}
+# the array each family is handed as (OpenCV's cvtColor input), for error messages
+_EXPECTED = {"packed16": "(H, W, C) uint16 (C per encoding; (H, W) for mono16)",
+             "yuv422": "(H, W, 2) uint8 with an even W", "nv": "(H*3/2, W) uint8 with even H and W",
+             "bayer8": "(H, W) uint8", "bayer16": "(H, W) uint16"}
+
+
+def source_format(encoding: str) -> SourceFormat:
+    """The kernel's reading of ``encoding``; :class:`InputError` (one line naming it) when there is none."""
+    fmt = SOURCE_FORMATS.get(encoding) if isinstance(encoding, str) else None
+    if fmt is None:
+        raise InputError(f"unsupported encoding {encoding!r}; supported: {sorted(SOURCE_FORMATS)}",
+                         call="GpuInputPath.enqueue", params={"encoding": encoding}, stage=STAGE)
+    return fmt
+
+
+def frame_size(image: np.ndarray, fmt: SourceFormat) -> tuple[int, int]:
+    """``(width, height)`` in pixels of a frame already checked by :func:`check_frame`."""
+    rows, cols = image.shape[:2]
+    return (cols, rows * 2 // 3) if fmt.family == "nv" else (cols, rows)
+
+
+def _raw_shape_ok(arr: np.ndarray, fmt: SourceFormat) -> bool:
+    rows, cols = arr.shape[:2]
+    if fmt.family == "packed16":
+        return arr.ndim == 3 and arr.shape[2] == fmt.channels
+    if fmt.family == "yuv422":
+        return arr.ndim == 3 and arr.shape[2] == 2 and cols % 2 == 0
+    if fmt.family == "nv":  # H*3/2 rows with H even: a multiple of 3 rows
+        return arr.ndim == 2 and rows % 3 == 0 and cols % 2 == 0
+    return arr.ndim == 2
+
+
+def _check_raw(image: Any, encoding: str, fmt: SourceFormat) -> np.ndarray:
+    """The array of a frame not 8-bit packed, in its family's shape, or a one-line :class:`InputError`."""
+    arr = image
+    ok = (isinstance(arr, np.ndarray) and arr.dtype.kind == "u" and arr.dtype.itemsize == fmt.sample_bytes
+          and arr.ndim in (2, 3) and arr.shape[0] > 0 and arr.shape[1] > 0)
+    if ok:
+        if arr.ndim == 3 and arr.shape[2] == 1 and fmt.family in ("nv", "bayer8", "bayer16"):
+            arr = arr[:, :, 0]
+        elif arr.ndim == 2 and fmt.family == "packed16" and fmt.channels == 1:
+            arr = arr[:, :, np.newaxis]
+        ok = _raw_shape_ok(arr, fmt)
+    if not ok:
+        got = f"{arr.shape} {arr.dtype}" if isinstance(arr, np.ndarray) else type(arr).__name__
+        raise InputError(f"{encoding} frame must be {_EXPECTED[fmt.family]}, got {got}",
+                         call="GpuInputPath.enqueue", params={"encoding": encoding}, stage=STAGE)
+    return arr
+
+
 def check_frame(image: Any, encoding: str, max_w: int, max_h: int) -> np.ndarray:
-    """Validate one frame before anything is enqueued; returns its ``(H, W, C)`` view."""
-    img = validate_image(image, encoding, stage=STAGE)
-    h, w = img.shape[:2]
+    """Validate one frame before anything is enqueued; returns it in the shape its family is read in.
+
+    8-bit packed frames come back as ``(H, W, C)`` views; 16-bit packed as ``(H, W, C)`` uint16 (its byte
+    order is the dtype's: a ``>u2`` array is a big-endian frame); YUV 4:2:2 as ``(H, W, 2)``, NV12/NV21 as
+    ``(H*3/2, W)``, Bayer as ``(H, W)`` - the arrays ``cv2.cvtColor`` takes for these encodings.
+    """
+    fmt = source_format(encoding)
+    img = validate_image(image, encoding, stage=STAGE) if fmt.family == "packed8" else \
+        _check_raw(image, encoding, fmt)
+    w, h = frame_size(img, fmt)
     if w > max_w or h > max_h:
         raise InputError(f"frame {w}x{h} larger than the staging buffer ({max_w}x{max_h}, set at startup)",
                          call="GpuInputPath.enqueue", params={"encoding": encoding, "shape": img.shape},
@@ -68,9 +169,18 @@ def check_frame(image: Any, encoding: str, max_w: int, max_h: int) -> np.ndarray
 
 
 def source_channels(encoding: str, channel_order: str) -> tuple[int, int, int]:
-    """Byte offset within a source pixel of each model channel (metadata order)."""
-    r, g, b = RGB_INDEX[encoding]
+    """Per model channel (metadata order): byte offset within a packed pixel, or R/G/B index (0-2)."""
+    fmt = source_format(encoding)
+    r, g, b = (i * fmt.sample_bytes for i in fmt.rgb) if fmt.packed else (0, 1, 2)
     return (r, g, b) if channel_order == "rgb" else (b, g, r)
+
+
+def source_tables(fmt: SourceFormat, w: int) -> tuple[int, int, int]:
+    """``(tap unit, row unit, staged row bytes)``: how tap tables address this family's staged frame."""
+    if fmt.packed:
+        pixel = fmt.channels * fmt.sample_bytes
+        return pixel, pixel * w, pixel * w
+    return 1, 1, w * (2 if fmt.family == "yuv422" else fmt.sample_bytes)
 
 
 def cpu_path_fuses(spec: InputSpec, new_w: int, new_h: int, dst_w: int) -> bool:
@@ -116,9 +226,58 @@ def static_params(spec: InputSpec, layout: TensorLayout, int8_scale: float | Non
     return p
 
 
-def set_geometry(p: pk.PackParams, spec: InputSpec, lb: Letterbox, encoding: str) -> None:
-    """Kernel parameters that follow the frame: letterbox placement, channel map, rounding mode."""
+def set_geometry(p: pk.PackParams, spec: InputSpec, lb: Letterbox, encoding: str,
+                 big_endian: bool = False) -> None:
+    """Kernel parameters that follow the frame: letterbox placement, source reading, rounding mode."""
+    fmt = source_format(encoding)
     p.pad_x, p.pad_y, p.new_w, p.new_h = lb.pad_x, lb.pad_y, lb.new_w, lb.new_h
     p.fused = int(cpu_path_fuses(spec, lb.new_w, lb.new_h, spec.width))
     for k, off in enumerate(source_channels(encoding, spec.channel_order)):
         p.src_off[k] = off
+    p.src_w, p.src_h = lb.src_w, lb.src_h
+    p.src_step = source_tables(fmt, lb.src_w)[2]
+    p.swap = int(big_endian and fmt.sample_bytes == 2)
+    for k, off in enumerate(fmt.yuv_off):
+        p.yuv_off[k] = off
+    colour = {"r": 0, "g": 1, "b": 2}
+    p.bayer = sum(colour[ch] << (2 * i) for i, ch in enumerate(fmt.bayer))
+
+
+def staged_bytes(image: np.ndarray) -> np.ndarray:
+    """The frame's bytes as the staging buffer holds them (rows packed, byte order kept): tests."""
+    return np.ascontiguousarray(image).reshape(-1).view(np.uint8)
+
+
+def emulate_source_channels(staged: np.ndarray, p: pk.PackParams, family: str) -> np.ndarray:
+    """What the kernel reads as each source pixel, from the staged bytes and the parameter block alone:
+    ``(H, W, 3)`` uint8 in model channel order (numpy, for tests; resize it with ``emulate_resize``)."""
+    w, h, step = p.src_w, p.src_h, p.src_step
+    rows = staged[: step * (h * 3 // 2 if family == "nv" else h)].reshape(-1, step)
+    off = list(p.src_off)[:3]
+    if family in pk.PACKED_FAMILIES:
+        wide = family == "packed16"
+        pixel = step // w
+        idx = np.arange(w)[:, None] * pixel + np.array(off)  # byte offset of each model channel
+        if not wide:
+            return rows[:h][:, idx]
+        lo, hi = rows[:h][:, idx + p.swap], rows[:h][:, idx + 1 - p.swap]  # swap: big-endian samples
+        return pk.to8(hi.astype(np.int64) << 8 | lo)
+    if family in ("yuv422", "nv"):
+        yo, uo, vo = list(p.yuv_off)[:3]
+        x = np.arange(w)
+        if family == "yuv422":
+            luma = rows[:, 2 * x + yo]
+            u, v = rows[:, 4 * (x // 2) + uo], rows[:, 4 * (x // 2) + vo]
+        else:
+            luma = rows[:h, :w]
+            crow = rows[h + np.arange(h) // 2]
+            u, v = crow[:, (x & ~1) + uo], crow[:, (x & ~1) + vo]
+        return pk.yuv_rgb(luma, u, v)[:, :, off]
+    wide = family == "bayer16"
+    raw = rows[:, : w * (2 if wide else 1)]
+    if wide:
+        pairs = raw.reshape(h, w, 2).astype(np.int64)
+        raw = pairs[:, :, 1 - p.swap] << 8 | pairs[:, :, p.swap]
+    site = tuple((p.bayer >> (2 * i)) & 3 for i in range(4))
+    rgb = pk.emulate_demosaic(raw, site)  # type: ignore[arg-type]
+    return (pk.to8(rgb) if wide else rgb.astype(np.uint8))[:, :, off]
