@@ -2,6 +2,11 @@
 reference (``Preprocessor`` + ``tensor_format.pack``) for every format, dtype, encoding and odd sizes,
 every pad byte written, bad input refused before any launch, stream ordering without host syncs.
 
+Encodings other than rgb8/bgr8/rgba8/bgra8/mono8 (16-bit, YUYV/UYVY, NV12/NV21, Bayer) are read by the
+kernel as they come; the reference is cv_bridge's conversion of the whole frame (``cv2.cvtColor`` with
+its code in the source depth, then 16 -> 8 bit by 255/65535) followed by the same CPU preprocess, with
+the tolerance of the rgb8 tests (fp16: 1e-3; int8: one quantisation step).
+
 Set ``DLA_GPU_REPORT=<file.json>`` to write the measured per-format maximum errors.
 """
 
@@ -14,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import cv2
 import numpy as np
 import pytest
 
@@ -22,6 +28,7 @@ pytest.importorskip("cuda.core")
 
 from dla_infer_node.backends import cuda_runtime as cr  # noqa: E402
 from dla_infer_node.backends import gpu_preprocess as gp  # noqa: E402
+from dla_infer_node.backends import gpu_preprocess_params as gpp  # noqa: E402
 from dla_infer_node.core.errors import InputError  # noqa: E402
 from dla_infer_node.core.model_meta import InputSpec  # noqa: E402
 from dla_infer_node.core.preprocess import Preprocessor  # noqa: E402
@@ -201,7 +208,11 @@ def test_back_to_back_frames_without_host_sync(stream: cr.Stream) -> None:
 @pytest.mark.parametrize("image,encoding", [
     (np.zeros((1081, 100, 3), np.uint8), "rgb8"),     # taller than the staging buffer
     (np.zeros((10, 1921, 4), np.uint8), "bgra8"),     # wider
-    (np.zeros((10, 10, 3), np.uint8), "yuv422"),      # unsupported encoding
+    (np.zeros((10, 10, 3), np.uint8), "nv24"),        # unsupported encoding
+    (np.zeros((10, 10, 3), np.uint8), "yuv422"),      # not the (H, W, 2) of UYVY
+    (np.zeros((10, 9, 2), np.uint8), "yuyv"),         # odd width
+    (np.zeros((16, 10), np.uint8), "nv12"),           # not H*3/2 rows
+    (np.zeros((10, 10), np.uint8), "bayer_rggb16"),   # 8-bit samples for a 16-bit encoding
     (np.zeros((0, 10, 3), np.uint8), "rgb8"),         # zero size
     (np.zeros((10, 10, 3), np.uint8), "mono8"),       # channels disagree with the encoding
 ])
@@ -245,6 +256,67 @@ def test_parameter_block_size_matches_the_kernel() -> None:
             err, offset, size = driver.cuFuncGetParamInfo(path._function, 0)
             assert int(err) == 0
             assert (offset, size) == (0, ctypes.sizeof(gp.pk.PackParams)), (fmt, dtype)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Every other encoding, read directly by the kernel, against cv_bridge + the CPU path
+
+NEW_ENCODINGS = [e for e in gpp.SOURCE_FORMATS if e not in CHANNELS]
+
+
+def cv_bridge_rgb8(frame: np.ndarray, encoding: str) -> np.ndarray:
+    """cv_bridge's ``toCvCopy(msg, "rgb8")``: its cvtColor code in the source depth, then 16 -> 8 bit."""
+    code = gpp.source_format(encoding).cv_code
+    native = frame.astype(frame.dtype.newbyteorder("="))
+    rgb = cv2.cvtColor(native, getattr(cv2, code)) if code else native
+    return cv2.convertScaleAbs(rgb, alpha=255.0 / 65535.0) if rgb.dtype == np.uint16 else rgb
+
+
+@pytest.mark.parametrize("fmt,dtype", COMBOS)
+@pytest.mark.parametrize("encoding", NEW_ENCODINGS)
+def test_encoding_matches_cv_bridge_then_cpu_path(stream: cr.Stream, encoding: str, fmt: str,
+                                                  dtype: str) -> None:
+    rng = np.random.default_rng(hash((encoding, fmt, dtype)) % 2**32)
+    family = gpp.source_format(encoding).family
+    sizes = [(1920, 1080), (642, 482), (130, 22), (6, 4), (2, 2)]
+    if family not in ("yuv422", "nv"):  # odd sizes exist only where the layout allows them
+        sizes += [(7, 5), (1, 1)]
+    cases = (("dense", False, "rgb", (640, 640)), ("padded", True, "bgr", (67, 45)))
+    for variant, imagenet, order, dst in cases:
+        spec = _spec(dst[0], dst[1], imagenet, order)
+        layout = TensorLayout.dense(fmt, dtype, 1, 3, dst[1], dst[0])
+        layout = _padded(layout) if variant == "padded" else layout
+        scale = SCALE if dtype == "int8" else None
+        buf = Poisoned(layout, stream)
+        with gp.GpuInputPath(spec, layout, scale, 1920, 1080) as path:
+            for k, (w, h) in enumerate(sizes):
+                shape, dt = gpp.frame_shape(encoding, w, h)
+                frame = rng.integers(0, np.iinfo(dt).max + 1, shape, dtype=dt)
+                if dt == np.uint16 and k % 2:
+                    frame = frame.astype(">u2")  # is_bigendian frames carry their byte order in the dtype
+                buf.poison()
+                lb = path.enqueue(frame, encoding, buf.ptr, stream.handle)
+                x, lb_cpu = Preprocessor(spec)(cv_bridge_rgb8(frame, encoding), "rgb8")
+                assert lb == lb_cpu
+                _compare(buf.read(), pack(x, layout, scale=scale), layout, f"{encoding}/{fmt}/{dtype}")
+        buf.free()
+
+
+def test_encoding_changes_between_frames(stream: cr.Stream) -> None:
+    """One path, frames of different families back to back (kernel and tables follow the frame)."""
+    spec = _spec(320, 320, True, "rgb")
+    layout = TensorLayout.dense("chw16", "fp16", 1, 3, 320, 320)
+    rng = np.random.default_rng(3)
+    buf = Poisoned(layout, stream)
+    with gp.GpuInputPath(spec, layout, None, 1920, 1080) as path:
+        for encoding in ("nv12", "rgb8", "bayer_gbrg16", "yuyv", "mono16", "nv12", "bayer_bggr8", "rgb8"):
+            shape, dt = gpp.frame_shape(encoding, 640, 480)
+            frame = rng.integers(0, np.iinfo(dt).max + 1, shape, dtype=dt)
+            buf.poison()
+            path.enqueue(frame, encoding, buf.ptr, stream.handle)
+            x, _ = Preprocessor(spec)(cv_bridge_rgb8(frame, encoding), "rgb8")
+            _compare(buf.read(), pack(x, layout), layout, "mixed/chw16/fp16")
+    buf.free()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -299,5 +371,62 @@ def test_backend_gpu_path_oracle_finds_the_rectangles(emu: Any, cuda: Any, artif
             det = decoder(raw.tensors, 0.5, 0.45, 100)
             why = cases.match_detections(fr, raw.letterbox.to_source(det.boxes), det.class_ids, 2.5)
             assert why is None, why
+    finally:
+        gpu.close()
+
+
+def _as_camera(rgb: np.ndarray, encoding: str) -> np.ndarray:
+    """The frame a camera of ``encoding`` would send for this RGB scene (OpenCV's encoders; Bayer by
+    sampling each site's own colour; 16 bit as value * 257, which cv_bridge maps back exactly)."""
+    fmt = gpp.source_format(encoding)
+    h, w = rgb.shape[:2]
+    if fmt.family == "yuv422":
+        return cv2.cvtColor(rgb, cv2.COLOR_RGB2YUV_YUYV if fmt.yuv_off[0] == 0 else cv2.COLOR_RGB2YUV_UYVY)
+    if fmt.family == "nv":
+        i420 = cv2.cvtColor(rgb, cv2.COLOR_RGB2YUV_I420)
+        planes = [i420[h + k * h // 4: h + (k + 1) * h // 4].reshape(h // 2, w // 2) for k in (0, 1)]
+        chroma = np.stack(planes if fmt.yuv_off[1] == 0 else planes[::-1], axis=-1).reshape(h // 2, w)
+        return np.concatenate([i420[:h], chroma])
+    samples: np.ndarray
+    if fmt.family.startswith("bayer"):
+        samples = np.empty((h, w), np.uint8)
+        for k, colour in enumerate(fmt.bayer):
+            samples[k // 2::2, k % 2::2] = rgb[k // 2::2, k % 2::2, "rgb".index(colour)]
+    else:
+        samples = rgb[:, :, list(fmt.rgb)] if fmt.channels == 3 else cv2.cvtColor(rgb, cv2.COLOR_RGB2BGRA)
+    return samples.astype(np.uint16) * 257 if fmt.sample_bytes == 2 else samples
+
+
+@pytest.mark.parametrize("encoding", ["yuyv", "uyvy", "nv12", "nv21", "bayer_rggb8", "bayer_bggr8",
+                                      "bayer_gbrg8", "bayer_grbg8", "bayer_rggb16", "bayer_grbg16",
+                                      "rgb16", "bgra16"])
+def test_backend_gpu_path_camera_encodings_detect_like_rgb8(emu: Any, cuda: Any, artifacts_dir: Path,
+                                                            encoding: str) -> None:
+    """The cudla backend through the DLA EMULATOR's rectangle oracle: a scene sent as a camera of this
+    encoding gives the detections of its rgb8 twin (same classes, boxes within 1 px) and the scene's."""
+    from dla_infer_node.core.decode import make_decoder
+    from emulator import cases
+
+    art = cases.oracle_artifact(artifacts_dir / "gpu_path", "hwc4", "int8", "chw16", "fp16", "raw")
+    gpu, cpu = _backends(art.sidecar, cuda)
+    cpu.close()
+    try:
+        decoder = make_decoder(gpu.metadata)
+        for fr in [cases.make_frame(s, 256, 192, unit=2) for s in range(4)]:
+            found = {}
+            for enc, img in (("rgb8", fr.image), (encoding, _as_camera(fr.image, encoding))):
+                raw = gpu.infer(img, enc)
+                det = decoder(raw.tensors, 0.5, 0.45, 100)
+                found[enc] = (raw.letterbox.to_source(det.boxes), det.class_ids)
+            boxes, ids = found[encoding]
+            why = cases.match_detections(fr, boxes, ids, 2.5 * 2)
+            assert why is None, why
+            twin_boxes, twin_ids = found["rgb8"]
+            order, twin = np.lexsort(boxes.T[::-1]), np.lexsort(twin_boxes.T[::-1])
+            assert np.array_equal(ids[order], twin_ids[twin])
+            err = float(np.abs(boxes[order] - twin_boxes[twin]).max()) if len(boxes) else 0.0
+            entry = REPORT.setdefault(f"oracle_vs_rgb8/{encoding}", {"max_box_px": 0.0})
+            entry["max_box_px"] = max(entry["max_box_px"], err)
+            assert err <= 1.0, (encoding, err)
     finally:
         gpu.close()

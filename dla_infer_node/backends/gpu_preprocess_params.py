@@ -115,6 +115,13 @@ def source_format(encoding: str) -> SourceFormat:
     return fmt
 
 
+def frame_shape(encoding: str, w: int, h: int) -> tuple[tuple[int, ...], type]:
+    """``(shape, dtype)`` of the array a ``w`` x ``h`` frame of ``encoding`` is handed over as."""
+    fmt = source_format(encoding)
+    dtype = np.uint16 if fmt.sample_bytes == 2 else np.uint8
+    return {"yuv422": (h, w, 2), "nv": (h * 3 // 2, w)}.get(fmt.family, (h, w, fmt.channels)), dtype
+
+
 def frame_size(image: np.ndarray, fmt: SourceFormat) -> tuple[int, int]:
     """``(width, height)`` in pixels of a frame already checked by :func:`check_frame`."""
     rows, cols = image.shape[:2]
@@ -279,5 +286,5 @@ def emulate_source_channels(staged: np.ndarray, p: pk.PackParams, family: str) -
         pairs = raw.reshape(h, w, 2).astype(np.int64)
         raw = pairs[:, :, 1 - p.swap] << 8 | pairs[:, :, p.swap]
     site = tuple((p.bayer >> (2 * i)) & 3 for i in range(4))
-    rgb = pk.emulate_demosaic(raw, site)  # type: ignore[arg-type]
+    rgb = pk.emulate_demosaic(raw, site)
     return (pk.to8(rgb) if wide else rgb.astype(np.uint8))[:, :, off]

@@ -20,6 +20,22 @@ an FMA machine (the CPU path's conversion), and the pad value is normalised on t
 CPU path fills its padding. fp16 is round-to-nearest-even; int8 is ``clamp(rint(x / scale))``, the
 division in float32, as ``tensor_format.pack`` does. The tables are computed here, on the host, once per
 frame geometry, so the kernel does no floating-point index arithmetic at all.
+
+Camera encodings are read as they come, in the same pass: each of the four taps of an output sample is
+converted to 8-bit RGB where it is read, exactly as cv_bridge converts the whole frame before the CPU
+path resizes it, so the result is the same bytes with no RGB frame in between. One kernel per source
+family (``FAMILIES``) in each module:
+
+- 16-bit RGB/BGR(A)/mono: ``(v + 128) / 257`` per sample (cv_bridge's ``convertTo`` by 255/65535 rounds
+  to nearest and never meets a tie), big-endian samples byte-swapped first;
+- YUYV/UYVY and NV12/NV21: OpenCV's BT.601 limited-range conversion in its 20-bit fixed point
+  (``COLOR_YUV2RGB_*``), chroma taken from the pixel pair / 2x2 block the pixel belongs to;
+- Bayer: OpenCV's bilinear demosaic (rounded means of the 2 or 4 nearest samples of each missing colour;
+  border rows/columns copy their inner neighbour; frames under 3x3 are zeros), computed for the four taps
+  from one 4x4 window of samples; 16-bit mosaics are demosaiced in 16 bit, then scaled, as cv_bridge does.
+
+All three match OpenCV bit for bit (``test/test_gpu_preprocess_cpu.py`` checks the numpy twins below against
+``cv2.cvtColor``; the GPU tests check the kernel itself).
 """
 
 from __future__ import annotations
@@ -507,7 +523,7 @@ def yuv_rgb(y: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.clip(rgb, 0, 255).astype(np.uint8)
 
 
-def emulate_demosaic(raw: np.ndarray, site: tuple[int, int, int, int]) -> np.ndarray:
+def emulate_demosaic(raw: np.ndarray, site: tuple[int, ...]) -> np.ndarray:
     """OpenCV's bilinear demosaic as the kernel does it; ``site`` = colour (0 R, 1 G, 2 B) of the sites
     (0, 0), (0, 1), (1, 0), (1, 1) as (row, column) parity. Returns ``(H, W, 3)`` in the input's depth."""
     h, w = raw.shape
