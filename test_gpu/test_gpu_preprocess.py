@@ -403,7 +403,12 @@ def _as_camera(rgb: np.ndarray, encoding: str) -> np.ndarray:
 def test_backend_gpu_path_camera_encodings_detect_like_rgb8(emu: Any, cuda: Any, artifacts_dir: Path,
                                                             encoding: str) -> None:
     """The cudla backend through the DLA EMULATOR's rectangle oracle: a scene sent as a camera of this
-    encoding gives the detections of its rgb8 twin (same classes, boxes within 1 px) and the scene's."""
+    encoding gives the detections of its rgb8 twin (same classes, boxes within 1 px) and the scene's.
+
+    Bayer: within one network pixel (2 px of these 2:1 frames). The oracle takes only pixels within 3 of a
+    class colour, and a demosaiced edge pixel mixes both sides (cv2 gives the same), so the rectangle it
+    finds loses that edge line; measured on the CPU with cv_bridge's conversion: 2.0 px for Bayer, 0 for
+    the others."""
     from dla_infer_node.core.decode import make_decoder
     from emulator import cases
 
@@ -427,6 +432,6 @@ def test_backend_gpu_path_camera_encodings_detect_like_rgb8(emu: Any, cuda: Any,
             err = float(np.abs(boxes[order] - twin_boxes[twin]).max()) if len(boxes) else 0.0
             entry = REPORT.setdefault(f"oracle_vs_rgb8/{encoding}", {"max_box_px": 0.0})
             entry["max_box_px"] = max(entry["max_box_px"], err)
-            assert err <= 1.0, (encoding, err)
+            assert err <= (2.0 if encoding.startswith("bayer") else 1.0), (encoding, err)
     finally:
         gpu.close()
