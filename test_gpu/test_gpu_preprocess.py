@@ -272,6 +272,16 @@ def cv_bridge_rgb8(frame: np.ndarray, encoding: str) -> np.ndarray:
     return cv2.convertScaleAbs(rgb, alpha=255.0 / 65535.0) if rgb.dtype == np.uint16 else rgb
 
 
+def _against_cv_bridge(path: gp.GpuInputPath, buf: Poisoned, frame: np.ndarray, encoding: str,
+                       spec: InputSpec, scale: float | None, key: str) -> None:
+    """One frame through the kernel vs cv_bridge's RGB of it through the CPU path."""
+    buf.poison()
+    lb = path.enqueue(frame, encoding, buf.ptr, buf.stream.handle)
+    x, lb_cpu = Preprocessor(spec)(cv_bridge_rgb8(frame, encoding), "rgb8")
+    assert lb == lb_cpu
+    _compare(buf.read(), pack(x, buf.layout, scale=scale), buf.layout, key)
+
+
 @pytest.mark.parametrize("fmt,dtype", COMBOS)
 @pytest.mark.parametrize("encoding", NEW_ENCODINGS)
 def test_encoding_matches_cv_bridge_then_cpu_path(stream: cr.Stream, encoding: str, fmt: str,
@@ -294,11 +304,7 @@ def test_encoding_matches_cv_bridge_then_cpu_path(stream: cr.Stream, encoding: s
                 frame = rng.integers(0, np.iinfo(dt).max + 1, shape, dtype=dt)
                 if dt == np.uint16 and k % 2:
                     frame = frame.astype(">u2")  # is_bigendian frames carry their byte order in the dtype
-                buf.poison()
-                lb = path.enqueue(frame, encoding, buf.ptr, stream.handle)
-                x, lb_cpu = Preprocessor(spec)(cv_bridge_rgb8(frame, encoding), "rgb8")
-                assert lb == lb_cpu
-                _compare(buf.read(), pack(x, layout, scale=scale), layout, f"{encoding}/{fmt}/{dtype}")
+                _against_cv_bridge(path, buf, frame, encoding, spec, scale, f"{encoding}/{fmt}/{dtype}")
         buf.free()
 
 
@@ -312,10 +318,7 @@ def test_encoding_changes_between_frames(stream: cr.Stream) -> None:
         for encoding in ("nv12", "rgb8", "bayer_gbrg16", "yuyv", "mono16", "nv12", "bayer_bggr8", "rgb8"):
             shape, dt = gpp.frame_shape(encoding, 640, 480)
             frame = rng.integers(0, np.iinfo(dt).max + 1, shape, dtype=dt)
-            buf.poison()
-            path.enqueue(frame, encoding, buf.ptr, stream.handle)
-            x, _ = Preprocessor(spec)(cv_bridge_rgb8(frame, encoding), "rgb8")
-            _compare(buf.read(), pack(x, layout), layout, "mixed/chw16/fp16")
+            _against_cv_bridge(path, buf, frame, encoding, spec, None, "mixed/chw16/fp16")
     buf.free()
 
 
