@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ready", default="", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.peer_executor is None:
-        from dla_infer_node.ros.node import has_events_executor
+        from dla_infer_node.ros.node import has_events_executor  # loads rclpy: only to pick the default
 
         args.peer_executor = "events" if has_events_executor() else "single"
     if args.role != "orchestrate":

@@ -20,7 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from dla_infer_node.core.backend import RawOutputs
 from dla_infer_node.core.cdr_image import parse_image
+from dla_infer_node.core.model_meta import parse_metadata
+from dla_infer_node.core.preprocess import Letterbox
 from dla_infer_node.core.stop_signals import stop_on_signals
 
 NS = "/bench"
@@ -31,10 +34,6 @@ PEERS = ("measure", "listen")  # instruments: the node is what is measured
 
 def zero_cost_backend() -> tuple[Any, Any]:
     """A backend that returns a constant, all-negative 1x1 raw head at once: no boxes, no inference."""
-    from dla_infer_node.core.backend import RawOutputs
-    from dla_infer_node.core.model_meta import parse_metadata
-    from dla_infer_node.core.preprocess import Letterbox
-
     meta = parse_metadata({
         "name": "zero_cost",
         "input": {"name": "images", "width": 32, "height": 32},
@@ -122,6 +121,7 @@ def _spin_then_save(rclpy: Any, node: Any, stop: threading.Event, args: argparse
     any rclpy teardown: these roles are measuring instruments, and their figures must not depend on how
     rclpy's executor and context wind down (the orchestrator reports a role that hangs after saving).
     """
+    # ros.node loads rclpy: only the role processes need it, not the orchestrator
     from dla_infer_node.ros.node import executor_factory, shutdown_executor
 
     executor = executor_factory(args.peer_executor)()
@@ -185,6 +185,7 @@ def role_listen(args: argparse.Namespace) -> int:
 
 
 def role_node(args: argparse.Namespace) -> int:
+    # ros.node loads rclpy: only the role processes need it, not the orchestrator
     from dla_infer_node.ros import node as node_module
 
     arrivals: dict[int, int] = {}
