@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from dla_infer_node.backends.gpu_preprocess_params import frame_shape
 from dla_infer_node.core.model_meta import InputSpec
 from dla_infer_node.core.tensor_layout import TensorLayout
 
@@ -146,7 +147,8 @@ def _bench_layout(rt: Any, drv: Any, cr: Any, s: int, frame: np.ndarray, layout:
     return entry
 
 
-def bench_kernels(iters: int, trials: int) -> dict[str, Any]:
+def bench_kernels(iters: int, trials: int, encodings: bool = False) -> dict[str, Any]:
+    """(a), and (c) under the key ``"encodings"`` when ``encodings`` is set."""
     from cuda.bindings import driver as drv
     from cuda.bindings import runtime as rt
 
@@ -164,6 +166,8 @@ def bench_kernels(iters: int, trials: int) -> dict[str, Any]:
             layout = TensorLayout.dense(fmt, dtype, 1, 3, 640, 640)
             out["layouts"][f"{fmt}/{dtype}"] = _bench_layout(rt, drv, cr, stream.handle, frame, layout, l2,
                                                              iters, trials)
+        if encodings:
+            out["encodings"] = _bench_encodings(rt, drv, cr, stream.handle, l2, iters, trials)
     finally:
         stream.destroy()
     return out
@@ -174,40 +178,27 @@ BENCH_ENCODINGS = ("rgb8", "bgr8", "rgba8", "mono8", "rgb16", "rgb16>", "bgra16"
                    "uyvy", "nv12", "nv21", "bayer_rggb8", "bayer_gbrg8", "bayer_rggb16", "bayer_grbg16>")
 
 
-def bench_encodings(iters: int, trials: int) -> dict[str, Any]:
+def _bench_encodings(rt: Any, drv: Any, cr: Any, s: int, l2: int, iters: int, trials: int) -> dict[str, Any]:
     """(c): every encoding's kernel against rgb8's and against a copy of its bytes; ``>``: big-endian."""
-    from cuda.bindings import driver as drv
-    from cuda.bindings import runtime as rt
-
-    from dla_infer_node.backends import cuda_runtime as cr
-    from dla_infer_node.backends.gpu_preprocess_params import frame_shape
-
-    cr.make_context_current(0)
-    stream = cr.Stream()
-    l2 = int(_ok(rt.cudaDeviceGetAttribute(rt.cudaDeviceAttr.cudaDevAttrL2CacheSize, 0), "L2 size"))
     rng = np.random.default_rng(0)
     out: dict[str, Any] = {"frame": "1920x1080 random samples", "net": "640x640", "layouts": {},
                            "target": "cold kernel_us at most 1.3x rgb8's in the same layout"}
-    try:
-        for fmt, dtype in LAYOUTS:
-            layout = TensorLayout.dense(fmt, dtype, 1, 3, 640, 640)
-            rows: dict[str, Any] = {}
-            for name in BENCH_ENCODINGS:
-                encoding = name.rstrip(">")
-                shape, dt = frame_shape(encoding, 1920, 1080)
-                frame = rng.integers(0, np.iinfo(dt).max + 1, shape, dtype=dt)
-                frame = frame.astype(">u2") if name.endswith(">") else frame
-                e = _bench_layout(rt, drv, cr, stream.handle, frame, layout, l2, iters, trials, encoding)
-                keep = ("kernel_us", "d2d_copy_us", "fraction_of_copy")
-                rows[name] = {"src_bytes": e["src_bytes"], "bytes_moved": e["bytes_moved"],
-                              **{mode: {k: e[mode][k] for k in keep} for mode in ("hot", "cold")}}
-            for row in rows.values():
-                for mode in ("hot", "cold"):
-                    base = rows["rgb8"][mode]["kernel_us"]
-                    row[mode]["over_rgb8"] = round(row[mode]["kernel_us"] / base, 3)
-            out["layouts"][f"{fmt}/{dtype}"] = rows
-    finally:
-        stream.destroy()
+    for fmt, dtype in LAYOUTS:
+        layout = TensorLayout.dense(fmt, dtype, 1, 3, 640, 640)
+        rows: dict[str, Any] = {}
+        for name in BENCH_ENCODINGS:
+            encoding = name.rstrip(">")
+            shape, dt = frame_shape(encoding, 1920, 1080)
+            frame = rng.integers(0, np.iinfo(dt).max + 1, shape, dtype=dt)
+            frame = frame.astype(">u2") if name.endswith(">") else frame
+            e = _bench_layout(rt, drv, cr, s, frame, layout, l2, iters, trials, encoding)
+            keep = ("kernel_us", "d2d_copy_us", "fraction_of_copy")
+            rows[name] = {"src_bytes": e["src_bytes"], "bytes_moved": e["bytes_moved"],
+                          **{mode: {k: e[mode][k] for k in keep} for mode in ("hot", "cold")}}
+        for row in rows.values():
+            for mode in ("hot", "cold"):
+                row[mode]["over_rgb8"] = round(row[mode]["kernel_us"] / rows["rgb8"][mode]["kernel_us"], 3)
+        out["layouts"][f"{fmt}/{dtype}"] = rows
     worst = max((row["cold"]["over_rgb8"], f"{lay} {name}") for lay, rows in out["layouts"].items()
                 for name, row in rows.items())
     out["worst_cold_over_rgb8"] = {"ratio": worst[0], "where": worst[1]}
@@ -250,9 +241,9 @@ def main(argv: list[str] | None = None,
     ap.add_argument("--skip-e2e", action="store_true")
     ap.add_argument("--skip-encodings", action="store_true")
     a = ap.parse_args(argv)
-    results: dict[str, Any] = {"environment": _environment(), "kernel": bench_kernels(a.iters, a.trials)}
-    results["encodings"] = ({"skipped": "--skip-encodings"} if a.skip_encodings
-                            else bench_encodings(a.iters, a.trials))
+    kernel = bench_kernels(a.iters, a.trials, encodings=not a.skip_encodings)
+    results: dict[str, Any] = {"environment": _environment(), "kernel": kernel,
+                               "encodings": kernel.pop("encodings", {"skipped": "--skip-encodings"})}
     if a.skip_e2e:
         results["end_to_end"] = {"skipped": "--skip-e2e"}
     elif end_to_end is None:
