@@ -187,10 +187,11 @@ def role_listen(args: argparse.Namespace) -> int:
 def role_node(args: argparse.Namespace) -> int:
     # ros.node loads rclpy: only the role processes need it, not the orchestrator
     from dla_infer_node.ros import node as node_module
+    from dla_infer_node.ros.parts import DetectorParts
 
     arrivals: dict[int, int] = {}
     instance: list[Any] = []
-    on_image = node_module.DlaInferNode._on_image
+    on_image = DetectorParts._on_image
 
     def on_image_noting_arrival(self: Any, raw: bytes) -> None:
         _note_arrival(arrivals, raw)  # exactly what the bare subscriber does, at the same point
@@ -198,7 +199,7 @@ def role_node(args: argparse.Namespace) -> int:
             instance.append(self)
         on_image(self, raw)
 
-    node_module.DlaInferNode._on_image = on_image_noting_arrival  # type: ignore[method-assign]
+    DetectorParts._on_image = on_image_noting_arrival  # type: ignore[method-assign]
     reliability = os.environ.get("BENCH_RELIABILITY", "best_effort")
     rc = node_module.main(["bench_node", "--ros-args", "-r", f"__ns:={NS}", "-p", "diagnostics_period:=1.0",
                            "-p", f"qos_reliability:={reliability}", "-p", f"executor:={args.executor}"],

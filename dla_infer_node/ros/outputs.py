@@ -30,8 +30,13 @@ class DetectionOutputs:
         self._label_pub = node.create_publisher(LabelInfo, "label_info", latched_qos())
         # an overlay is a sensor-style stream: best effort, never holding the worker back
         self._debug_pub = node.create_publisher(Image, "debug_image", image_qos("best_effort", 1))
+        self.publish_label_info(threshold)
+
+    def publish_label_info(self, threshold: float) -> None:
+        """(Re)publish the latched label map; it carries the confidence threshold, so a live change of
+        the threshold publishes it again (a late subscriber then gets the current value)."""
         header = Header()
-        header.stamp = node.get_clock().now().to_msg()
+        header.stamp = self._node.get_clock().now().to_msg()
         self._label_pub.publish(ros_convert.label_info(self.classes, threshold, header))
 
     def publish(self, dets: Detections, header: Header, frame: np.ndarray, encoding: str) -> None:

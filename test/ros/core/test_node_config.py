@@ -1,0 +1,168 @@
+"""A whole node configuration (ros/node_config.py) against the settings table (core/settings.py), the
+table itself and the shipped config files that mirror it (no ROS needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dla_infer_node.core import settings
+from dla_infer_node.core.errors import ParameterError
+from dla_infer_node.ros import node_config
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _files(tmp_path: Path) -> dict[str, str]:
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"x")
+    (tmp_path / "m.meta.yaml").write_text("x")
+    return {"model_path": str(model)}
+
+
+def test_table_is_unique_and_defaults_validate() -> None:
+    names = [p.name for p in settings.PARAMETERS]
+    assert len(names) == len(set(names))
+    for p in settings.PARAMETERS:
+        assert p.validate(p.default) == p.default, p.name
+        assert p.description
+    assert set(settings.LIVE_PARAMETERS) == {"confidence_threshold", "nms_iou_threshold", "max_detections",
+                                           "debug_image", "input_loss_warn_ratio", "input_stall_periods"}
+    for ro in ("backend", "model_path", "loadable_path", "artifact_path", "runtime_mode", "dla_core",
+               "input_transport", "qos_reliability", "qos_depth"):
+        assert settings.SPECS[ro].read_only
+
+
+@pytest.mark.parametrize("name,value", [
+    ("backend", "tensorrt"), ("dla_core", 2), ("dla_core", -1), ("dla_core", 0.0), ("dla_core", True),
+    ("confidence_threshold", 1.5), ("confidence_threshold", "0.3"), ("confidence_threshold", float("nan")),
+    ("nms_iou_threshold", -0.1), ("max_detections", 0), ("max_detections", 5000),
+    ("input_transport", "theora"), ("qos_reliability", "system_default"), ("qos_depth", 0),
+    ("class_id_mode", "both"), ("preprocess_device", "npu"), ("ort_providers", []),
+    ("ort_providers", "CPUExecutionProvider"), ("debug_image", 1), ("ort_threads", -2),
+])
+def test_bad_values_name_parameter_value_and_allowed(name: str, value: object) -> None:
+    with pytest.raises(ParameterError) as err:
+        settings.validate_value(name, value)
+    text = str(err.value)
+    assert err.value.name == name and f"'{name}'" in text and repr(value) in text
+    assert "allowed" in text and "\n" not in text
+
+
+def test_double_accepts_int_and_returns_float() -> None:
+    assert settings.validate_value("confidence_threshold", 1) == 1.0
+    assert isinstance(settings.validate_value("confidence_threshold", 0), float)
+
+
+def test_standalone_is_explained() -> None:
+    with pytest.raises(ParameterError) as err:
+        node_config.validate_config({"runtime_mode": "standalone"})
+    text = str(err.value)
+    assert "--buildDLAStandalone" in text and "hybrid" in text
+    assert "cuda.bindings.cudla" in text and "standalone runtime mode" in text
+
+
+def test_config_fills_metadata_next_to_model(tmp_path: Path) -> None:
+    cfg = node_config.validate_config(_files(tmp_path))
+    assert cfg.metadata_path == str(tmp_path / "m.meta.yaml")
+    assert cfg.ort_providers == ("CPUExecutionProvider",)
+    assert cfg.confidence_threshold == 0.25 and cfg.qos_depth == 5
+
+
+def test_missing_files_are_parameter_errors(tmp_path: Path) -> None:
+    with pytest.raises(ParameterError, match="model_path"):
+        node_config.validate_config({"model_path": str(tmp_path / "nope.onnx")})
+    with pytest.raises(ParameterError, match="loadable_path"):
+        node_config.validate_config({"backend": "cudla"})
+    with pytest.raises(ParameterError, match="labels_path"):
+        node_config.validate_config({**_files(tmp_path), "labels_path": str(tmp_path / "nope.txt")})
+
+
+def test_preprocess_auto_follows_the_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the default, so `backend:=onnxruntime` works with the Orin config (which leaves it at auto)
+    assert settings.SPECS["preprocess_device"].default == "auto"
+    assert node_config.validate_config(_files(tmp_path)).preprocess_device == "cpu"
+    loadable = tmp_path / "x.loadable"
+    loadable.write_bytes(b"\0")
+    (tmp_path / "x.loadable.yaml").write_text("x")
+    cfg = node_config.validate_config({"backend": "cudla", "loadable_path": str(loadable)})
+    # gpu where the fused kernel can run (cuda.core installed), else cpu: this machine has no cuda.core
+    assert cfg.preprocess_device == ("gpu" if settings.gpu_preprocess_possible() else "cpu")
+    monkeypatch.setattr(settings, "gpu_preprocess_possible", lambda: True)
+    cfg = node_config.validate_config({"backend": "cudla", "loadable_path": str(loadable)})
+    assert cfg.preprocess_device == "gpu"
+    orin = yaml.safe_load((REPO / "config" / "orin_dla.yaml").read_text())["/**"]["ros__parameters"]
+    cfg = node_config.validate_config({**orin, **_files(tmp_path), "backend": "onnxruntime",
+                                  "ort_providers": tuple(orin["ort_providers"])})
+    assert cfg.backend == "onnxruntime" and cfg.preprocess_device == "cpu"
+
+
+def test_cudla_without_loadable_names_the_parameter_in_one_line() -> None:
+    with pytest.raises(ParameterError) as err:
+        node_config.validate_config({"backend": "cudla"})
+    text = str(err.value)
+    assert err.value.name == "loadable_path" and "\n" not in text
+    assert "loadable_path" in text and "artifact_path" in text and "--buildDLAStandalone" in text
+
+
+def test_gpu_preprocess_needs_cudla(tmp_path: Path) -> None:
+    with pytest.raises(ParameterError, match="preprocess_device"):
+        node_config.validate_config({**_files(tmp_path), "preprocess_device": "gpu"})
+
+
+def test_cudla_config(tmp_path: Path) -> None:
+    loadable = tmp_path / "x.loadable"
+    loadable.write_bytes(b"\0")
+    meta = tmp_path / "meta.yaml"
+    meta.write_text("x")
+    with pytest.raises(ParameterError, match="artifact_path"):  # no sidecar next to the loadable
+        node_config.validate_config({"backend": "cudla", "loadable_path": str(loadable)})
+    (tmp_path / "x.loadable.yaml").write_text("x")
+    cfg = node_config.validate_config({"backend": "cudla", "loadable_path": str(loadable), "dla_core": 1,
+                                  "preprocess_device": "gpu"})
+    assert cfg.backend == "cudla" and cfg.dla_core == 1
+    assert cfg.artifact_path == str(tmp_path / "x.loadable.yaml") and cfg.metadata_path == ""
+    cfg = node_config.validate_config({"backend": "cudla", "loadable_path": str(loadable),
+                                  "artifact_path": str(meta), "metadata_path": str(meta)})
+    assert cfg.artifact_path == cfg.metadata_path == str(meta)
+
+
+def test_labels(tmp_path: Path) -> None:
+    f = tmp_path / "l.txt"
+    f.write_text("a\n\nb\n")
+    assert node_config.load_labels(str(f), 2) == ("a", "b")
+    with pytest.raises(ParameterError, match="exactly 3"):
+        node_config.load_labels(str(f), 3)
+
+
+@pytest.mark.parametrize("name", ["cpu_demo.yaml", "orin_dla.yaml"])
+def test_config_files_mirror_the_table(name: str) -> None:
+    doc = yaml.safe_load((REPO / "config" / name).read_text())
+    values = doc["/**"]["ros__parameters"]
+    assert set(values) == set(settings.SPECS), set(values) ^ set(settings.SPECS)
+    for key, value in values.items():
+        settings.validate_value(key, tuple(value) if isinstance(value, list) else value)
+        # ROS parameter types are strict: a YAML int for a double parameter would be rejected by rclpy
+        if settings.SPECS[key].type == "double":
+            assert isinstance(value, float), key
+
+
+def test_orin_config_is_hybrid_cudla() -> None:
+    values = yaml.safe_load((REPO / "config" / "orin_dla.yaml").read_text())["/**"]["ros__parameters"]
+    assert values["backend"] == "cudla" and values["runtime_mode"] == "hybrid"
+    assert values["loadable_path"] and values["artifact_path"] and values["dla_core"] in (0, 1)
+
+
+def test_markdown_table_lists_every_parameter() -> None:
+    table = settings.markdown_table()
+    for p in settings.PARAMETERS:
+        assert f"`{p.name}`" in table
+
+
+def test_readme_parameter_table_is_the_generated_one() -> None:
+    # README.md carries the table verbatim; regenerate it with
+    # .venv/bin/python -c "from dla_infer_node.core.settings import markdown_table; print(markdown_table())"
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert settings.markdown_table() in readme, "README.md's parameter table is out of date"
