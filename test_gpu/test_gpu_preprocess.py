@@ -408,10 +408,10 @@ def test_backend_gpu_path_camera_encodings_detect_like_rgb8(emu: Any, cuda: Any,
     """The cudla backend through the DLA EMULATOR's rectangle oracle: a scene sent as a camera of this
     encoding gives the detections of its rgb8 twin (same classes, boxes within 1 px) and the scene's.
 
-    Bayer: within one network pixel (2 px of these 2:1 frames). The oracle takes only pixels within 3 of a
-    class colour, and a demosaiced edge pixel mixes both sides (cv2 gives the same), so the rectangle it
-    finds loses that edge line; measured on the CPU with cv_bridge's conversion: 2.0 px for Bayer, 0 for
-    the others."""
+    Bayer: within one network pixel (2 px of these 2:1 frames, plus the decode's float error). The oracle
+    takes only pixels within 3 of a class colour, and a demosaiced edge pixel mixes both sides (cv2 gives
+    the same), so the rectangle it finds loses that edge line: 2.002 px measured on an H100, 0 for the
+    other encodings."""
     from dla_infer_node.core.decode import make_decoder
     from emulator import cases
 
@@ -435,6 +435,6 @@ def test_backend_gpu_path_camera_encodings_detect_like_rgb8(emu: Any, cuda: Any,
             err = float(np.abs(boxes[order] - twin_boxes[twin]).max()) if len(boxes) else 0.0
             entry = REPORT.setdefault(f"oracle_vs_rgb8/{encoding}", {"max_box_px": 0.0})
             entry["max_box_px"] = max(entry["max_box_px"], err)
-            assert err <= (2.0 if encoding.startswith("bayer") else 1.0), (encoding, err)
+            assert err <= (2.05 if encoding.startswith("bayer") else 1.0), (encoding, err)
     finally:
         gpu.close()
