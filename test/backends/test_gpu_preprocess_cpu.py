@@ -372,3 +372,17 @@ def test_parameter_block_of_each_family() -> None:
     gpp.set_geometry(p, spec, Letterbox.fit(100, 50, 64, 64), "bayer_gbrg8")
     assert [(p.bayer >> (2 * i)) & 3 for i in range(4)] == [1, 2, 0, 1]  # G B / R G
     assert set(pk.KERNEL_NAMES) == {f.family for f in gpp.SOURCE_FORMATS.values()}
+
+
+def test_tap_tables_address_each_family_in_its_own_units() -> None:
+    """Packed frames: byte offsets (pixel bytes, row bytes); the others: pixel and row indices."""
+    x0, x1, _, _ = pk.axis_taps(100, 37, clamp=True)
+    y0, _, _, _ = pk.axis_taps(50, 19, clamp=False)
+    for encoding, (x_unit, y_unit, step) in {"rgb8": (3, 300, 300), "bgra16": (8, 800, 800),
+                                              "mono16": (2, 200, 200), "yuyv": (1, 1, 200),
+                                              "nv12": (1, 1, 100), "bayer_rggb16": (1, 1, 200)}.items():
+        units = gpp.source_tables(gpp.source_format(encoding), 100)
+        assert units == (x_unit, y_unit, step), encoding
+        xtab, ytab = pk.tap_tables(100, 50, units[0], 37, 19, row_bytes=units[1])
+        assert np.array_equal(xtab[:, 0], x0 * x_unit) and np.array_equal(xtab[:, 1], x1 * x_unit)
+        assert np.array_equal(ytab[:, 0], y0 * y_unit)
