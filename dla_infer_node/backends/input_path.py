@@ -16,10 +16,7 @@ Contract (read by the GPU-preprocess implementation, ``gpu_preprocess.GpuInputPa
   with the stream: the backend submits the DLA task on the same stream right after, and synchronises
   once per frame after the output copies. It may, however, reuse its pinned staging buffer only once
   the previous frame's copy has completed — the backend's per-frame sync guarantees that.
-  ``image`` is ``(H, W, C)`` uint8 (C = 1, 3 or 4 per ``encoding``: rgb8, bgr8, rgba8, bgra8, mono8); the
-  GPU path also takes the camera encodings of ``gpu_preprocess_params.SOURCE_FORMATS`` as the arrays
-  ``cv2.cvtColor`` takes (``gpu_preprocess_params.frame_shape``), 16-bit ones with their byte order in
-  the dtype, and converts them inside its kernel.
+  ``image`` is ``(H, W, C)`` uint8 (C = 1, 3 or 4 per ``encoding``: rgb8, bgr8, rgba8, bgra8, mono8).
   It returns the frame's :class:`~dla_infer_node.core.preprocess.Letterbox` (fixed geometry in the brief).
   Bad input (unsupported encoding, zero size, frame larger than max) raises
   :class:`~dla_infer_node.core.errors.InputError` before anything is enqueued.

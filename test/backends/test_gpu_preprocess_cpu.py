@@ -202,16 +202,7 @@ def test_check_layout_rejects_what_the_kernel_cannot_fill() -> None:
 
 
 @pytest.mark.parametrize("image,encoding,needle", [
-    (np.zeros((10, 10, 3), np.uint8), "nv24", "unsupported encoding"),
-    (np.zeros((10, 10, 3), np.uint8), "yuv422", "yuv422 frame must be (H, W, 2) uint8 with an even W"),
-    (np.zeros((10, 9, 2), np.uint8), "yuyv", "even W"),
-    (np.zeros((10, 10), np.uint8), "nv12", "(H*3/2, W) uint8 with even H and W"),
-    (np.zeros((15, 9), np.uint8), "nv21", "even H and W"),
-    (np.zeros((10, 10), np.uint8), "bayer_rggb16", "(H, W) uint16"),
-    (np.zeros((10, 10, 3), np.uint8), "rgb16", "(H, W, C) uint16"),
-    (np.zeros((10, 10, 4), np.uint16), "bgr16", "got (10, 10, 4) uint16"),
-    (np.zeros((0, 10), np.uint16), "mono16", "mono16 frame must be"),
-    (np.zeros((153, 10), np.uint8), "nv12", "larger than the staging"),
+    (np.zeros((10, 10, 3), np.uint8), "16UC1", "unsupported encoding"),
     (np.zeros((0, 10, 3), np.uint8), "rgb8", "empty"),
     (np.zeros((10, 10, 3), np.float32), "rgb8", "uint8"),
     (np.zeros((10, 10, 4), np.uint8), "rgb8", "channel"),
@@ -222,6 +213,31 @@ def test_check_frame_errors_name_the_stage(image: np.ndarray, encoding: str, nee
     with pytest.raises(InputError) as info:
         gpp.check_frame(image, encoding, max_w=200, max_h=100)
     assert info.value.stage == gpp.STAGE and needle in str(info.value)
+
+
+@pytest.mark.parametrize("image,encoding,needle", [
+    (np.zeros((10, 10, 3), np.uint8), "nv24", "unsupported encoding"),
+    (np.zeros((10, 10, 3), np.uint8), "yuv422", "yuv422 frame must be (H, W, 2) uint8 with an even W"),
+    (np.zeros((10, 9, 2), np.uint8), "yuyv", "even W"),
+    (np.zeros((10, 10), np.uint8), "nv12", "(H*3/2, W) uint8 with even H and W"),
+    (np.zeros((15, 9), np.uint8), "nv21", "even H and W"),
+    (np.zeros((10, 10), np.uint8), "bayer_rggb16", "(H, W) uint16"),
+    (np.zeros((10, 10, 3), np.uint8), "rgb16", "(H, W, C) uint16"),
+    (np.zeros((10, 10, 4), np.uint16), "bgr16", "got (10, 10, 4) uint16"),
+    (np.zeros((0, 10), np.uint16), "mono16", "mono16 frame must be"),
+    (np.zeros((153, 10), np.uint8), "nv12", "larger than the staging"),
+])
+def test_check_frame_of_camera_encodings_errors(image: np.ndarray, encoding: str, needle: str) -> None:
+    with pytest.raises(InputError) as info:
+        gpp.check_frame(image, encoding, max_w=200, max_h=100)
+    assert info.value.stage == gpp.STAGE and needle in str(info.value)
+
+
+def test_check_frame_takes_the_views_of_core_encodings() -> None:
+    """NV12 and Bayer views with a trailing axis of 1, 16-bit views in either byte order."""
+    assert gpp.check_frame(np.zeros((6, 4, 1), np.uint8), "nv21", 4, 4).shape == (6, 4)
+    assert gpp.check_frame(np.zeros((4, 5, 1), np.uint16), "bayer_gbrg16", 5, 4).shape == (4, 5)
+    assert gpp.check_frame(np.zeros((4, 5), ">u2"), "mono16", 5, 4).shape == (4, 5, 1)
 
 
 def test_check_frame_accepts_mono_2d_and_strided() -> None:
