@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 import pytest
 
@@ -29,9 +28,12 @@ pytest.importorskip("cuda.core")
 from dla_infer_node.backends import cuda_runtime as cr  # noqa: E402
 from dla_infer_node.backends import gpu_preprocess as gp  # noqa: E402
 from dla_infer_node.backends import gpu_preprocess_params as gpp  # noqa: E402
+from dla_infer_node.core import encodings  # noqa: E402
+from dla_infer_node.core.color_convert import to_rgb8 as cv_bridge_rgb8  # noqa: E402  (cv_bridge's way)
 from dla_infer_node.core.errors import InputError  # noqa: E402
 from dla_infer_node.core.model_meta import InputSpec  # noqa: E402
 from dla_infer_node.core.preprocess import Preprocessor  # noqa: E402
+from dla_infer_node.core.synth_frames import frame_in  # noqa: E402
 from dla_infer_node.core.tensor_format import pack, unpack  # noqa: E402
 from dla_infer_node.core.tensor_layout import TensorLayout  # noqa: E402
 
@@ -264,14 +266,6 @@ def test_parameter_block_size_matches_the_kernel() -> None:
 NEW_ENCODINGS = [e for e in gpp.SOURCE_FORMATS if e not in CHANNELS]
 
 
-def cv_bridge_rgb8(frame: np.ndarray, encoding: str) -> np.ndarray:
-    """cv_bridge's ``toCvCopy(msg, "rgb8")``: its cvtColor code in the source depth, then 16 -> 8 bit."""
-    code = gpp.source_format(encoding).cv_code
-    native = frame.astype(frame.dtype.newbyteorder("="))
-    rgb = cv2.cvtColor(native, getattr(cv2, code)) if code else native
-    return cv2.convertScaleAbs(rgb, alpha=255.0 / 65535.0) if rgb.dtype == np.uint16 else rgb
-
-
 def _against_cv_bridge(path: gp.GpuInputPath, buf: Poisoned, frame: np.ndarray, encoding: str,
                        spec: InputSpec, scale: float | None, key: str) -> None:
     """One frame through the kernel vs cv_bridge's RGB of it through the CPU path."""
@@ -287,10 +281,8 @@ def _against_cv_bridge(path: gp.GpuInputPath, buf: Poisoned, frame: np.ndarray, 
 def test_encoding_matches_cv_bridge_then_cpu_path(stream: cr.Stream, encoding: str, fmt: str,
                                                   dtype: str) -> None:
     rng = np.random.default_rng(hash((encoding, fmt, dtype)) % 2**32)
-    family = gpp.source_format(encoding).family
-    sizes = [(1920, 1080), (642, 482), (130, 22), (6, 4), (2, 2)]
-    if family not in ("yuv422", "nv"):  # odd sizes exist only where the layout allows them
-        sizes += [(7, 5), (1, 1)]
+    sizes = [(w, h) for w, h in [(1920, 1080), (642, 482), (130, 22), (6, 4), (2, 2), (7, 5), (1, 1)]
+             if encodings.lookup(encoding).fits(w, h)]  # odd sizes only where the layout allows them
     cases = (("dense", False, "rgb", (640, 640)), ("padded", True, "bgr", (67, 45)))
     for variant, imagenet, order, dst in cases:
         spec = _spec(dst[0], dst[1], imagenet, order)
@@ -378,28 +370,6 @@ def test_backend_gpu_path_oracle_finds_the_rectangles(emu: Any, cuda: Any, artif
         gpu.close()
 
 
-def _as_camera(rgb: np.ndarray, encoding: str) -> np.ndarray:
-    """The frame a camera of ``encoding`` would send for this RGB scene (OpenCV's encoders; Bayer by
-    sampling each site's own colour; 16 bit as value * 257, which cv_bridge maps back exactly)."""
-    fmt = gpp.source_format(encoding)
-    h, w = rgb.shape[:2]
-    if fmt.family == "yuv422":
-        return cv2.cvtColor(rgb, cv2.COLOR_RGB2YUV_YUYV if fmt.yuv_off[0] == 0 else cv2.COLOR_RGB2YUV_UYVY)
-    if fmt.family == "nv":
-        i420 = cv2.cvtColor(rgb, cv2.COLOR_RGB2YUV_I420)
-        planes = [i420[h + k * h // 4: h + (k + 1) * h // 4].reshape(h // 2, w // 2) for k in (0, 1)]
-        chroma = np.stack(planes if fmt.yuv_off[1] == 0 else planes[::-1], axis=-1).reshape(h // 2, w)
-        return np.concatenate([i420[:h], chroma])
-    samples: np.ndarray
-    if fmt.family.startswith("bayer"):
-        samples = np.empty((h, w), np.uint8)
-        for k, colour in enumerate(fmt.bayer):
-            samples[k // 2::2, k % 2::2] = rgb[k // 2::2, k % 2::2, "rgb".index(colour)]
-    else:
-        samples = rgb[:, :, list(fmt.rgb)] if fmt.channels == 3 else cv2.cvtColor(rgb, cv2.COLOR_RGB2BGRA)
-    return samples.astype(np.uint16) * 257 if fmt.sample_bytes == 2 else samples
-
-
 @pytest.mark.parametrize("encoding", ["yuyv", "uyvy", "nv12", "nv21", "bayer_rggb8", "bayer_bggr8",
                                       "bayer_gbrg8", "bayer_grbg8", "bayer_rggb16", "bayer_grbg16",
                                       "rgb16", "bgra16"])
@@ -422,7 +392,8 @@ def test_backend_gpu_path_camera_encodings_detect_like_rgb8(emu: Any, cuda: Any,
         decoder = make_decoder(gpu.metadata)
         for fr in [cases.make_frame(s, 256, 192, unit=2) for s in range(4)]:
             found = {}
-            for enc, img in (("rgb8", fr.image), (encoding, _as_camera(fr.image, encoding))):
+            camera = frame_in(fr.image, encoding, pad=4, bigendian=encoding.endswith("16"))  # as a message
+            for enc, img in (("rgb8", fr.image), (encoding, camera)):
                 raw = gpu.infer(img, enc)
                 det = decoder(raw.tensors, 0.5, 0.45, 100)
                 found[enc] = (raw.letterbox.to_source(det.boxes), det.class_ids)

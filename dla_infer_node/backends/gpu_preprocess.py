@@ -222,7 +222,7 @@ class GpuInputPath:
         if dst == 0 or dst % pk.STRIDE_ALIGN:
             raise GpuPreprocessError("destination must be a non-null, 16-byte aligned device pointer",
                                      call="GpuInputPath.enqueue", params={"dst_ptr": hex(dst)})
-        w, h = frame_size(img, source_format(encoding))
+        w, h = frame_size(img, encoding)
         big_endian = not img.dtype.isnative
         rt, pinned = self._rt, self._pinned
         assert pinned is not None

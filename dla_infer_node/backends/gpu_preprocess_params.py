@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dla_infer_node.backends import preprocess_kernel as pk
+from dla_infer_node.core import encodings
 from dla_infer_node.core.errors import BackendError, InputError, ParameterError
-from dla_infer_node.core.image_io import validate_image
 
 if TYPE_CHECKING:
     from dla_infer_node.core.model_meta import InputSpec
@@ -59,10 +59,10 @@ def check_layout(spec: InputSpec, layout: TensorLayout, int8_scale: float | None
 
 @dataclass(frozen=True)
 class SourceFormat:
-    """How the kernel reads one ROS encoding (``family`` picks the kernel, see ``preprocess_kernel``)."""
+    """How the kernel reads one encoding of :mod:`dla_infer_node.core.encodings` (``family`` picks the kernel,
+    see ``preprocess_kernel``)."""
 
     family: str
-    cv_code: str                            # the cv2.cvtColor code cv_bridge converts it to RGB with
     channels: int = 1                       # samples per pixel (packed families)
     rgb: tuple[int, int, int] = (0, 1, 2)   # sample index of R, G, B within a pixel (packed families)
     yuv_off: tuple[int, int, int] = (0, 0, 0)  # YUV: byte of Y in a pixel, of U and V in a pair / NV row
@@ -77,102 +77,52 @@ class SourceFormat:
         return self.family in pk.PACKED_FAMILIES
 
 
-def _packed(bits: int) -> dict[str, SourceFormat]:
-    fam = f"packed{bits}"
-    return {f"rgb{bits}": SourceFormat(fam, "", 3, (0, 1, 2)),
-            f"bgr{bits}": SourceFormat(fam, "COLOR_BGR2RGB", 3, (2, 1, 0)),
-            f"rgba{bits}": SourceFormat(fam, "COLOR_RGBA2RGB", 4, (0, 1, 2)),
-            f"bgra{bits}": SourceFormat(fam, "COLOR_BGRA2RGB", 4, (2, 1, 0)),
-            f"mono{bits}": SourceFormat(fam, "COLOR_GRAY2RGB", 1, (0, 0, 0))}
+# where the kernel finds Y, U and V: the byte of Y within a pixel, of U and V within a pixel pair (4:2:2:
+# YUYV = Y0 U Y1 V, UYVY = U Y0 V Y1) or within a chroma pair of an NV12/NV21 chroma row
+_YUV_OFF = {"yuyv": (0, 1, 3), "uyvy": (1, 0, 2), "nv12": (0, 0, 1), "nv21": (0, 1, 0)}
+_FAMILY = {encodings.PACKED: "packed", encodings.YUV422: "yuv422", encodings.YUV420SP: "nv",
+           encodings.BAYER: "bayer"}
 
 
-_YUYV = SourceFormat("yuv422", "COLOR_YUV2RGB_YUYV", yuv_off=(0, 1, 3))  # Y0 U Y1 V
-_UYVY = SourceFormat("yuv422", "COLOR_YUV2RGB_UYVY", yuv_off=(1, 0, 2))  # U Y0 V Y1
-# ROS's Bayer names give the tile from the first row; OpenCV's codes name it from the second one
-_BAYER_CODES = {"rggb": "BG", "bggr": "RG", "gbrg": "GR", "grbg": "GB"}
-# ROS encoding name (sensor_msgs/image_encodings) -> how the kernel reads it, with cv_bridge's conventions
-# (16-bit frames: converted in 16 bit, then scaled by 255/65535; NV12/NV21 as OpenCV's _NV12 / _NV21).
-SOURCE_FORMATS: dict[str, SourceFormat] = {
-    **_packed(8), **_packed(16),
-    "yuyv": _YUYV, "yuv422_yuy2": _YUYV, "uyvy": _UYVY, "yuv422": _UYVY,
-    "nv12": SourceFormat("nv", "COLOR_YUV2RGB_NV12", yuv_off=(0, 0, 1)),
-    "nv21": SourceFormat("nv", "COLOR_YUV2RGB_NV21", yuv_off=(0, 1, 0)),
-    **{f"bayer_{pat}{bits}": SourceFormat(f"bayer{bits}", f"COLOR_Bayer{cv}2RGB", bayer=pat)
-       for pat, cv in _BAYER_CODES.items() for bits in (8, 16)},
-}
-# the array each family is handed as (OpenCV's cvtColor input), for error messages
-_EXPECTED = {"packed16": "(H, W, C) uint16 (C per encoding; (H, W) for mono16)",
-             "yuv422": "(H, W, 2) uint8 with an even W", "nv": "(H*3/2, W) uint8 with even H and W",
-             "bayer8": "(H, W) uint8", "bayer16": "(H, W) uint16"}
+def _reading(enc: encodings.Encoding) -> SourceFormat:
+    family = _FAMILY[enc.family]
+    if family in ("packed", "bayer"):
+        family += str(enc.bits)
+    return SourceFormat(family, enc.channels if enc.family == encodings.PACKED else 1,
+                        enc.rgb_index or (0, 1, 2), _YUV_OFF.get(enc.name, (0, 0, 0)),
+                        enc.name[len("bayer_"):-len(str(enc.bits))] if enc.family == encodings.BAYER else "")
+
+
+# every encoding of the node's table, as the kernel reads it (aliases resolve through encodings.canonical)
+SOURCE_FORMATS: dict[str, SourceFormat] = {name: _reading(e) for name, e in encodings.TABLE.items()}
 
 
 def source_format(encoding: str) -> SourceFormat:
     """The kernel's reading of ``encoding``; :class:`InputError` (one line naming it) when there is none."""
-    fmt = SOURCE_FORMATS.get(encoding) if isinstance(encoding, str) else None
-    if fmt is None:
-        raise InputError(f"unsupported encoding {encoding!r}; supported: {sorted(SOURCE_FORMATS)}",
-                         call="GpuInputPath.enqueue", params={"encoding": encoding}, stage=STAGE)
-    return fmt
+    return SOURCE_FORMATS[encodings.canonical(encoding, STAGE)]
 
 
-def frame_shape(encoding: str, w: int, h: int) -> tuple[tuple[int, ...], type]:
-    """``(shape, dtype)`` of the array a ``w`` x ``h`` frame of ``encoding`` is handed over as."""
-    fmt = source_format(encoding)
-    dtype = np.uint16 if fmt.sample_bytes == 2 else np.uint8
-    return {"yuv422": (h, w, 2), "nv": (h * 3 // 2, w)}.get(fmt.family, (h, w, fmt.channels)), dtype
-
-
-def frame_size(image: np.ndarray, fmt: SourceFormat) -> tuple[int, int]:
-    """``(width, height)`` in pixels of a frame already checked by :func:`check_frame`."""
-    rows, cols = image.shape[:2]
-    return (cols, rows * 2 // 3) if fmt.family == "nv" else (cols, rows)
-
-
-def _raw_shape_ok(arr: np.ndarray, fmt: SourceFormat) -> bool:
-    rows, cols = arr.shape[:2]
-    if fmt.family == "packed16":
-        return arr.ndim == 3 and arr.shape[2] == fmt.channels
-    if fmt.family == "yuv422":
-        return arr.ndim == 3 and arr.shape[2] == 2 and cols % 2 == 0
-    if fmt.family == "nv":  # H*3/2 rows with H even: a multiple of 3 rows
-        return arr.ndim == 2 and rows % 3 == 0 and cols % 2 == 0
-    return arr.ndim == 2
-
-
-def _check_raw(image: Any, encoding: str, fmt: SourceFormat) -> np.ndarray:
-    """The array of a frame not 8-bit packed, in its family's shape, or a one-line :class:`InputError`."""
-    arr = image
-    ok = (isinstance(arr, np.ndarray) and arr.dtype.kind == "u" and arr.dtype.itemsize == fmt.sample_bytes
-          and arr.ndim in (2, 3) and arr.shape[0] > 0 and arr.shape[1] > 0)
-    if ok:
-        if arr.ndim == 3 and arr.shape[2] == 1 and fmt.family in ("nv", "bayer8", "bayer16"):
-            arr = arr[:, :, 0]
-        elif arr.ndim == 2 and fmt.family == "packed16" and fmt.channels == 1:
-            arr = arr[:, :, np.newaxis]
-        ok = _raw_shape_ok(arr, fmt)
-    if not ok:
-        got = f"{arr.shape} {arr.dtype}" if isinstance(arr, np.ndarray) else type(arr).__name__
-        raise InputError(f"{encoding} frame must be {_EXPECTED[fmt.family]}, got {got}",
-                         call="GpuInputPath.enqueue", params={"encoding": encoding}, stage=STAGE)
-    return arr
+def frame_shape(encoding: str, w: int, h: int) -> tuple[tuple[int, ...], np.dtype]:
+    """``(shape, dtype)`` of the view a ``w`` x ``h`` frame of ``encoding`` is handed over as."""
+    enc = encodings.lookup(encoding, STAGE)
+    return (enc.rows(h), w, enc.channels), enc.dtype
 
 
 def check_frame(image: Any, encoding: str, max_w: int, max_h: int) -> np.ndarray:
-    """Validate one frame before anything is enqueued; returns it in the shape its family is read in.
-
-    8-bit packed frames come back as ``(H, W, C)`` views; 16-bit packed as ``(H, W, C)`` uint16 (its byte
-    order is the dtype's: a ``>u2`` array is a big-endian frame); YUV 4:2:2 as ``(H, W, 2)``, NV12/NV21 as
-    ``(H*3/2, W)``, Bayer as ``(H, W)`` - the arrays ``cv2.cvtColor`` takes for these encodings.
-    """
-    fmt = source_format(encoding)
-    img = validate_image(image, encoding, stage=STAGE) if fmt.family == "packed8" else \
-        _check_raw(image, encoding, fmt)
-    w, h = frame_size(img, fmt)
+    """Validate one frame before anything is enqueued; returns its 3-D view (``core.encodings``' shapes:
+    16-bit ones carry their byte order in the dtype, a ``>u2`` view is a big-endian frame)."""
+    img, enc = encodings.validate(image, encoding, stage=STAGE)
+    w, h = encodings.frame_size(img, enc)
     if w > max_w or h > max_h:
         raise InputError(f"frame {w}x{h} larger than the staging buffer ({max_w}x{max_h}, set at startup)",
                          call="GpuInputPath.enqueue", params={"encoding": encoding, "shape": img.shape},
                          stage=STAGE, hint="raise max_width/max_height of the GPU input path")
     return img
+
+
+def frame_size(image: np.ndarray, encoding: str) -> tuple[int, int]:
+    """``(width, height)`` in pixels of a frame already checked by :func:`check_frame`."""
+    return encodings.frame_size(image, encodings.lookup(encoding, STAGE))
 
 
 def source_channels(encoding: str, channel_order: str) -> tuple[int, int, int]:

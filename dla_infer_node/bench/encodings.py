@@ -19,7 +19,6 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import cv2
@@ -38,16 +37,18 @@ ENCODINGS = ("rgb8", "bgr8", "mono8", "yuyv", "uyvy", "nv12", "nv21", "bayer_rgg
 TARGET, STRETCH = 2.0, 1.5
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dla_infer_node.bench.encodings",
-                                 description=(__doc__ or "").splitlines()[0])
-    results_file.add_arguments(ap, "bench/results/encodings.json")
+def _options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--blocks", type=int, default=5)
     ap.add_argument("--gap", type=float, default=3.0, help="seconds between blocks")
     ap.add_argument("--quick", action="store_true", help="2 short blocks (smoke run)")
-    args = ap.parse_args(argv)
-    if results_file.print_table(args, table):
-        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return results_file.run(argv, "encodings", __doc__, _options, _measure,
+                            lambda args, result: table(result))
+
+
+def _measure(args: argparse.Namespace) -> dict[str, Any]:
     blocks, rounds, iters = (2, 3, 3) if args.quick else (args.blocks, 5, 20)
     spec = load_metadata(default_model_metadata()).input
     rng = np.random.default_rng(0)
@@ -86,9 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     for k, r in result["encodings"].items():
         print(f"  {k:<38} {r['ms_median_of_blocks']:7.3f} ms  {r['ratio_to_rgb8_median_of_blocks']:5.2f}x  "
               f"{r['path']}")
-    results_file.write(Path(args.out), result)
-    print(f"wrote {args.out}")
-    return 0
+    return result
 
 
 def table(result: dict[str, Any]) -> str:
