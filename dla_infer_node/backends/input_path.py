@@ -70,10 +70,11 @@ class SizedInputPath:
         **options: Any,
     ) -> None:
         self._spec, self._layout = input_spec, layout
+        # kept as given: each path checks its arguments in its own order in _setup
         self._max_w, self._max_h = max_width, max_height
         self._setup(int8_scale, **options)
 
-    def _setup(self, *args: Any, **options: Any) -> None:
+    def _setup(self, *args: Any, **options: Any) -> None:  # each path takes its own options
         raise NotImplementedError
 
 
@@ -86,15 +87,12 @@ class CpuInputPath(SizedInputPath):
     """
 
     def _setup(self, int8_scale: float | None, cuda: Any = None) -> None:
-        cr = cuda if cuda is not None else cuda_runtime
-
         layout = self._layout
         if layout.dtype == "int8" and int8_scale is None:
             raise ParameterError("int8_scale", None, "a positive float for an int8 input tensor")
         self._scale = int8_scale if layout.dtype == "int8" else None
-        self._max_w = int(self._max_w)
-        self._max_h = int(self._max_h)
-        self._cr = cr
+        self._max_w, self._max_h = int(self._max_w), int(self._max_h)
+        self._cr = cr = cuda if cuda is not None else cuda_runtime
         self._pre = Preprocessor(self._spec)
         self._pinned: Any = cr.PinnedBuffer(layout.size, what="input staging")
 
