@@ -11,6 +11,7 @@ cv_bridge's colour code (written out here, apart from the package's table, so a 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -177,8 +178,13 @@ def test_detect_reads_raw_camera_frames(tmp_path: Path, encoding: str) -> None:
         assert out.returncode == 0, out.stderr
         return out.stdout
 
-    answer = detect("raw", str(raw), "--raw", f"{encoding}:96x64")
-    assert answer == detect("png", str(png)) and answer.strip() != "[]"
+    answer, from_png = (json.loads(detect("raw", str(raw), "--raw", f"{encoding}:96x64")),
+                        json.loads(detect("png", str(png))))
+    # the same detections; ONNX Runtime's threaded kernels may differ in the last float32 bit between two
+    # processes, which detect's full-precision JSON shows, so values agree to far below a pixel / a score step
+    assert answer and [d["class"] for d in answer] == [d["class"] for d in from_png]
+    for a, b in zip(answer, from_png, strict=True):
+        assert abs(a["score"] - b["score"]) < 1e-5 and np.allclose(a["bbox"], b["bbox"], atol=1e-3), (a, b)
     # the annotated copy is drawn on the same conversion
     assert np.array_equal(cv2.imread(str(tmp_path / "raw" / "frame_det.png")),
                           cv2.imread(str(tmp_path / "png" / "frame_det.png")))
