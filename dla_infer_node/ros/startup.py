@@ -29,6 +29,7 @@ from dla_infer_node.core.model_meta import ModelMetadata
 from dla_infer_node.core.pipeline import Detector
 from dla_infer_node.core.stop_signals import stop_on_signals
 from dla_infer_node.ros.executors import executor_factory, shutdown_executor, try_shutdown
+from dla_infer_node.ros.frame_memory import keep_frame_buffers
 from dla_infer_node.ros.inference import FrameInference
 from dla_infer_node.ros.param_binding import params_file_problem
 from dla_infer_node.ros.params import NodeConfig, load_labels
@@ -118,6 +119,7 @@ def run_node(name: str, make_node: Callable[[], N], executor_kind: Callable[[N],
     if problem:  # rcl would report it on several lines, without the column
         print(f"{name}: {problem}", file=sys.stderr)
         return 2
+    keep_frame_buffers()  # before the first frame: each frame's buffers reuse the last one's pages
     try:
         # our own handlers: SIGINT and SIGTERM both mean an orderly stop with exit code 0 on every distro
         rclpy.init(args=args,
