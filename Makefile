@@ -47,6 +47,7 @@ bench: venv
 	@mkdir -p bench/results
 	$(PY) -m dla_infer_node.bench.core
 	$(PY) -m dla_infer_node.bench.node
+	$(PY) -m dla_infer_node.bench.node --camera
 	@if $(PY) -c "from dla_infer_node.ros.node import has_events_executor as h; raise SystemExit(not h())"; then \
 	  $(PY) -m dla_infer_node.bench.node --executor events --out bench/results/node_events.json; fi
 

@@ -38,12 +38,31 @@ flips from run to run. That difference therefore carries a transport term of +-1
 once measured -17.7 ms, the node "ahead"); it is still reported (``uncorrected_added_ms_per_frame``) together
 with the transport term itself (``node_minus_bare_receive_ms``); frame by frame the two add up to it.
 
+CPU per frame (``cpu_per_frame``): the node process's and the bare subscriber's user + system time from
+their own accounting (``bench.cpu_probe``: os.times and /proc per thread, sampled every 0.25 s), over the
+window in which frames arrived, divided by the frames each took in; their ratio; and where the node's time
+goes, in microseconds per frame: receive (the executor thread outside the image callback: the rmw take,
+which copies the serialized frame into a Python bytes object, and the executor's loop), the callback's
+hand-off to the worker, header parse + pixel view, the backend (copy to the GPU, submit + infer, wait for
+the result, where the backend has those steps), decode, publish, the worker's own remainder, and the other
+threads (Fast DDS's receive threads). Stages are thread CPU time of the calls (their mean after 10 warm-up
+calls); with the DLA EMULATOR, the time its task programs take on the host is the DLA's work and is left
+out (reported as ``excluded_ms``). Every role calls ``keep_frame_buffers`` as the node's process does, so
+both sides allocate frames the same way.
+
+``--camera`` is the camera setting: 30 Hz, best effort, ``config/fastdds_large_images.xml`` in every
+process (``bench/results/node_camera.json``); there the bare subscriber spins the node's executor, and the
+targets are added latency p50 <= 0.8 ms and, with backend cudla, CPU per frame <= 1.5x the bare
+subscriber's. ``--node-param backend:=cudla --node-param ...`` runs the node with its configured backend
+instead of the zero-cost one (``--node-wrapper emulator.network_host`` on a GPU machine).
+
 Transport note: with ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST the Fast DDS rmw configures its own SHM
 transport (default 512 KiB segments) plus UDP, so a 6 MB frame travels as ~100 UDP fragments; best
 effort then loses nearly every frame on this machine (a measured 1-8 of 150 at 30 Hz) for the bare
 subscriber and the node alike, and reliable delivery tops out near 10 frames/s. The default is
 therefore reliable at 5 Hz, where the transport delivers every frame and the comparison is of the
-node, not of fragment loss; ``--reliability best_effort --rate 30`` reproduces the camera setting.
+node, not of fragment loss; ``--reliability best_effort --rate 30`` reproduces the camera rate without
+the profile (``--camera`` with it).
 A Fast DDS XML profile that adds a 64 MiB shared-memory transport (FASTDDS_DEFAULT_PROFILES_FILE) was
 tried: the segment is created, but a 6 MB frame still took ~30 ms, as without it (the rmw's own
 localhost UDP transport stays in the participant, and Fast DDS sizes fragments for the smallest
@@ -132,7 +151,8 @@ def _round(args: argparse.Namespace, env: dict[str, str], tmp: Path, warnings: l
         start("node", "--executor", args.executor, *(x for p in args.node_param for x in ("--node-param", p)),
               cmd=node_cmd)
         # in the camera setting the bare subscriber is also the CPU reference: it spins the node's executor
-        start("measure", "--bare", args.bare, "--peer-executor", args.executor if args.camera else args.peer_executor)
+        bare_executor = args.executor if args.camera else args.peer_executor
+        start("measure", "--bare", args.bare, "--peer-executor", bare_executor)
         start("listen", "--peer-executor", args.peer_executor)
         # The publisher waits until the node and the bare subscriber have matched its topic; the listener
         # says itself when it sees the node's output. (A fixed 3 s sleep stood here; on a loaded machine a
