@@ -145,8 +145,8 @@ class Stream:
         self._obj = s
         self.handle: int = int(s)
         try:
-            self._done = check(rt.cudaEventCreateWithFlags(rt.cudaEventBlockingSync | rt.cudaEventDisableTiming),
-                               "cudaEventCreateWithFlags",
+            flags = rt.cudaEventBlockingSync | rt.cudaEventDisableTiming
+            self._done = check(rt.cudaEventCreateWithFlags(flags), "cudaEventCreateWithFlags",
                                {"flags": "cudaEventBlockingSync | cudaEventDisableTiming"}, "device")
         except BaseException:
             self.destroy()
@@ -156,7 +156,8 @@ class Stream:
         rt = _rt()
         check(rt.cudaEventRecord(self._done, self.handle), "cudaEventRecord", {"stream": hex(self.handle)},
               stage)
-        check(rt.cudaEventSynchronize(self._done), "cudaEventSynchronize", {"stream": hex(self.handle)}, stage)
+        check(rt.cudaEventSynchronize(self._done), "cudaEventSynchronize", {"stream": hex(self.handle)},
+              stage)
 
     def is_capturing(self) -> bool:
         rt = _rt()

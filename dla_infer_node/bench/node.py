@@ -146,8 +146,9 @@ def _round(args: argparse.Namespace, env: dict[str, str], tmp: Path, warnings: l
     try:
         # --node-wrapper runs the node role as `python -m WRAPPER dla_infer_node.bench.node ...` (the DLA
         # emulator's network host, which must be loaded before the cuDLA binding)
-        node_cmd = ([sys.executable, "-m", args.node_wrapper, "dla_infer_node.bench.node"] if args.node_wrapper
-                    else me)
+        node_cmd = me
+        if args.node_wrapper:
+            node_cmd = [sys.executable, "-m", args.node_wrapper, "dla_infer_node.bench.node"]
         start("node", "--executor", args.executor, *(x for p in args.node_param for x in ("--node-param", p)),
               cmd=node_cmd)
         # in the camera setting the bare subscriber is also the CPU reference: it spins the node's executor
@@ -244,7 +245,7 @@ def orchestrate(args: argparse.Namespace) -> int:
         "benchmark": f"node overhead, {backend} vs bare rclpy subscriber, {args.rounds} round(s)",
         "stream": {"width": W, "height": H, "encoding": "rgb8", "rate_hz": args.rate, "seconds": seconds,
                    "qos": f"{args.reliability} depth 1", "bare_subscriber": args.bare,
-                   "dds_profile": "config/fastdds_large_images.xml" if args.profile == "shipped" else "default"},
+                   "dds_profile": str(PROFILE.relative_to(REPO)) if args.profile == "shipped" else "default"},
         "node_parameters": args.node_param,
         "node_executor": args.executor,
         "measure_executor": args.executor if args.camera else args.peer_executor,
