@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -135,16 +136,61 @@ def test_labels(tmp_path: Path) -> None:
         params.load_labels(str(f), 3)
 
 
-@pytest.mark.parametrize("name", ["cpu_demo.yaml", "orin_dla.yaml"])
+def _flat(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A parameters file's nesting as ROS reads it: {"front": {"topic": x}} is "front.topic"."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+@pytest.mark.parametrize("name", ["cpu_demo.yaml", "orin_dla.yaml", "orin_dla_four_cameras.yaml"])
 def test_config_files_mirror_the_table(name: str) -> None:
     doc = yaml.safe_load((REPO / "config" / name).read_text())
-    values = doc["/**"]["ros__parameters"]
-    assert set(values) == set(params.SPECS), set(values) ^ set(params.SPECS)
+    values = _flat(doc["/**"]["ros__parameters"])
+    # every parameter of the table, and every camera parameter of each camera named
+    expected = set(params.SPECS) | {f"{c}.{k}" for c in values["cameras"] for k in params.CAMERA_SPECS}
+    assert set(values) == expected, set(values) ^ expected
     for key, value in values.items():
         params.validate_value(key, tuple(value) if isinstance(value, list) else value)
         # ROS parameter types are strict: a YAML int for a double parameter would be rejected by rclpy
-        if params.SPECS[key].type == "double":
+        if (params.SPECS.get(key) or params.camera_spec(key)).type == "double":  # type: ignore[union-attr]
             assert isinstance(value, float), key
+    params.validate_config({k: tuple(v) if isinstance(v, list) else v for k, v in values.items()},
+                           check_files=False)
+
+
+def test_four_camera_example_uses_both_cores() -> None:
+    doc = yaml.safe_load((REPO / "config" / "orin_dla_four_cameras.yaml").read_text())
+    values = _flat(doc["/**"]["ros__parameters"])
+    cfg = params.validate_config({k: tuple(v) if isinstance(v, list) else v for k, v in values.items()},
+                                 check_files=False)
+    assert [c.name for c in cfg.camera_configs] == ["front", "rear", "left", "right"]
+    assert [c.dla_core for c in cfg.camera_configs] == [0, 1, 0, 1]  # two pinned, two round robin
+    assert cfg.cores == (0, 1) and cfg.backend == "cudla"
+    assert cfg.camera_configs[2].input_transport == "compressed"
+
+
+def test_camera_parameters_round_robin_defaults_and_errors() -> None:
+    cfg = params.validate_config({"cameras": ("a", "b", "c"), "dla_cores": (1, 0), "qos_depth": 2,
+                                  "b.qos_depth": 7, "c.input_transport": "compressed"}, check_files=False)
+    a, b, c = cfg.camera_configs
+    assert (a.dla_core, b.dla_core, c.dla_core) == (1, 0, 1)  # in dla_cores' order, least loaded first
+    assert (a.topic, a.qos_depth, b.qos_depth) == ("a/image", 2, 7)  # the node's value unless its own
+    assert c.topic == "c/image/compressed"
+    assert cfg.for_camera(c).input_transport == "compressed" and cfg.for_camera(b).qos_depth == 7
+    single = params.validate_config({}, check_files=False)
+    assert single.camera_configs == () and single.cores == (0,)
+    for bad, name in (({"cameras": ("a", "a")}, "cameras"), ({"cameras": ("1a",)}, "cameras"),
+                      ({"dla_cores": (0, 0)}, "dla_cores"), ({"dla_cores": (2,)}, "dla_cores"),
+                      ({"cameras": ("a",), "a.dla_core": 1}, "a.dla_core"),
+                      ({"cameras": ("a",), "a.qos_depth": 0}, "a.qos_depth")):
+        with pytest.raises(ParameterError) as err:
+            params.validate_config(bad, check_files=False)
+        assert err.value.name == name and "\n" not in str(err.value)
 
 
 def test_orin_config_is_hybrid_cudla() -> None:

@@ -8,6 +8,7 @@ used). Live changes go through the same per-parameter validation and are applied
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,12 @@ from rclpy.parameter import Parameter
 from dla_infer_node.core.errors import ParameterError
 from dla_infer_node.core.yaml_file import read_yaml
 from dla_infer_node.ros.params import (
+    CAMERA_SPECS,
     PARAMETERS,
     SPECS,
     NodeConfig,
     ParamSpec,
+    camera_spec,
     validate_config,
     validate_value,
 )
@@ -36,7 +39,8 @@ from dla_infer_node.ros.params import (
 _FOREIGN_PARAMETERS = ("use_sim_time", "start_type_description_service", "qos_overrides")
 _ROS_TYPES = {"string": ParameterType.PARAMETER_STRING, "integer": ParameterType.PARAMETER_INTEGER,
               "double": ParameterType.PARAMETER_DOUBLE, "bool": ParameterType.PARAMETER_BOOL,
-              "string_array": ParameterType.PARAMETER_STRING_ARRAY}
+              "string_array": ParameterType.PARAMETER_STRING_ARRAY,
+              "integer_array": ParameterType.PARAMETER_INTEGER_ARRAY}
 
 
 def descriptor(spec: ParamSpec) -> ParameterDescriptor:
@@ -65,16 +69,19 @@ def declare_parameters(node: Node, *, check_files: bool,
     # rclpy keeps the -p / params-file values here until a parameter is declared (Humble..Kilted);
     # reading them first lets the whole set be validated, with one clear line, before declaring
     overrides = getattr(node, "_parameter_overrides", {})
-    given = {name: p.value for name, p in overrides.items() if name in SPECS}
-    unknown = sorted(n for n in overrides if n not in SPECS and not n.startswith(_FOREIGN_PARAMETERS))
-    if unknown:
-        node.get_logger().warning(f"ignoring unknown parameter(s) {unknown}; known: {sorted(SPECS)}")
+    given = {name: p.value for name, p in overrides.items() if name in SPECS or camera_spec(name)}
     config = validate_config(given, check_files=check_files)
+    cameras = {f"{c.name}.{key}": c for c in config.camera_configs for key in CAMERA_SPECS}
+    unknown = sorted(n for n in overrides
+                     if n not in SPECS and n not in cameras and not n.startswith(_FOREIGN_PARAMETERS))
+    if unknown:
+        node.get_logger().warning(f"ignoring unknown parameter(s) {unknown}; known: {sorted(SPECS)} and, for "
+                                  f"each name in cameras, <name>.{{{','.join(CAMERA_SPECS)}}}")
 
     def on_set(parameters: list[Parameter]) -> SetParametersResult:
         values: dict[str, Any] = {}
         for p in parameters:
-            if p.name in SPECS:
+            if p.name in SPECS or camera_spec(p.name):
                 try:
                     values[p.name] = validate_value(p.name, p.value)
                 except ParameterError as exc:
@@ -99,6 +106,10 @@ def declare_parameters(node: Node, *, check_files: bool,
         # threshold given as the integer 1 widened to 1.0), so `ros2 param get` shows what is used
         node.declare_parameter(spec.name, list(value) if isinstance(value, tuple) else value,
                                descriptor(spec), ignore_override=True)
+    for name, camera in cameras.items():  # each camera's own, with what it resolved to
+        spec = replace(CAMERA_SPECS[name.rpartition(".")[2]], name=name)
+        node.declare_parameter(name, getattr(camera, spec.name.rpartition(".")[2]), descriptor(spec),
+                               ignore_override=True)
     return config
 
 
