@@ -105,7 +105,7 @@ class FrameInference:
             self.service.start()
 
     def wait_idle(self, timeout: float) -> bool:
-        """Wait until this camera's frame in hand (and one waiting) has been answered; True if idle in time."""
+        """Wait until this camera's frame in hand (and one waiting) is answered; True if idle in time."""
         return self.service.worker.wait_idle(timeout, self._key)
 
     def submit(self, raw: bytes) -> None:

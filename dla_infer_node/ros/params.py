@@ -94,8 +94,8 @@ class ParamSpec:
             if value is None and self.min_items == 0:  # a parameters file's "[]" arrives without a type
                 return ()
             kind = str if self.type == "string_array" else int
-            if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) < self.min_items \
-                    or not all(isinstance(v, kind) and not isinstance(v, bool) and v != "" for v in value):
+            if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) \
+                    or len(value) < self.min_items or not all(isinstance(v, kind) and not isinstance(v, bool) and v != "" for v in value):
                 raise ParameterError(self.name, list(value) if isinstance(value, tuple) else value,
                                      self.allowed())
             for v in value:
@@ -342,9 +342,10 @@ def camera_configs(values: Mapping[str, Any], node: Mapping[str, Any]) -> tuple[
         if core == ROUND_ROBIN:
             core = min(cores, key=lambda c: load[c])  # the first of the least loaded: round robin
         elif core not in load:
-            raise ParameterError(f"{name}.dla_core", core, f"one of dla_cores {list(cores)} (or -1: round robin)")
+            raise ParameterError(f"{name}.dla_core", core,
+                                 f"one of dla_cores {list(cores)} (or -1: round robin)")
         load[core] += 1
-        default_topic = f"{name}/image/compressed" if v["input_transport"] == "compressed" else f"{name}/image"
+        default_topic = f"{name}/image" + ("/compressed" if v["input_transport"] == "compressed" else "")
         out.append(CameraConfig(name, str(v["topic"]) or default_topic, str(v["input_transport"]),
                                 str(v["qos_reliability"]), int(v["qos_depth"]), core))
     return tuple(out)
