@@ -95,7 +95,8 @@ class ParamSpec:
                 return ()
             kind = str if self.type == "string_array" else int
             if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) \
-                    or len(value) < self.min_items or not all(isinstance(v, kind) and not isinstance(v, bool) and v != "" for v in value):
+                    or len(value) < self.min_items \
+                    or not all(isinstance(v, kind) and not isinstance(v, bool) and v != "" for v in value):
                 raise ParameterError(self.name, list(value) if isinstance(value, tuple) else value,
                                      self.allowed())
             for v in value:
@@ -333,8 +334,8 @@ def camera_configs(values: Mapping[str, Any], node: Mapping[str, Any]) -> tuple[
     load = dict.fromkeys(cores, 0)
     out = []
     for name in names:
-        v = {key: validate_value(f"{name}.{key}", values.get(f"{name}.{key}", spec.default))
-             for key, spec in CAMERA_SPECS.items()}
+        v: dict[str, Any] = {key: validate_value(f"{name}.{key}", values.get(f"{name}.{key}", spec.default))
+                             for key, spec in CAMERA_SPECS.items()}
         for key in _INHERITED:
             if f"{name}.{key}" not in values:
                 v[key] = node[key]
