@@ -22,6 +22,7 @@ from typing import Any
 from rclpy.node import Node
 
 from dla_infer_node.core.errors import DlaInferError
+from dla_infer_node.ros.camera_parts import CameraSet
 from dla_infer_node.ros.diagnostics import DiagnosticsReporter
 from dla_infer_node.ros.executors import (
     NODE_NAME,
@@ -62,20 +63,37 @@ class DlaInferNode(Node):
         self._closed = False
         self._inference: FrameInference | None = None
         self._watch: InputWatch | None = None
+        self._cameras: CameraSet | None = None
         try:
             self.config = declare_parameters(self, check_files=injected is None,
                                              on_change=self._on_parameters_changed)
             executor_factory(self.config.executor)  # refused here, before any backend opens
-            self._start(injected)
+            if self.config.camera_configs:
+                self._start_cameras(injected)
+            else:
+                self._start(injected)
         except BaseException as exc:
             if isinstance(exc, DlaInferError):  # main reports it under this node's namespaced name
                 exc.logger_name = self.get_logger().name
             self.close()
             self.destroy_node()
             raise
+        if self._cameras is not None:
+            return
         self.get_logger().info(
             f"ready: backend={self._backend_name} model={self._model_name} classes={len(self.classes)} "
             f"input={self._sub.topic_name} ({self.config.qos_reliability}, depth {self.config.qos_depth})")
+
+    def _start_cameras(self, injected: Injected | None) -> None:
+        self._cameras = cameras = CameraSet(self, self.config, injected)
+        assert cameras.opened is not None
+        self.classes = cameras.opened.classes
+        topics = cameras.activate()
+        listed = ", ".join(f"{c.camera.name}={t} (core {c.camera.dla_core}, {c.config.qos_reliability}, depth "
+                           f"{c.config.qos_depth})" for c, t in zip(cameras.cameras, topics, strict=True))
+        self.get_logger().info(
+            f"ready: backend={cameras.opened.backend_name} model={cameras.opened.model_name} "
+            f"classes={len(self.classes)} cores={list(cameras.services)} cameras: {listed}")
 
     def _start(self, injected: Injected | None) -> None:
         cfg = self.config
@@ -101,6 +119,8 @@ class DlaInferNode(Node):
 
     @property
     def fatal_error(self) -> BaseException | None:
+        if self._cameras is not None:
+            return self._cameras.fatal_error
         return self._inference.fatal_error if self._inference is not None else None
 
     def _on_image(self, raw: bytes) -> None:
@@ -112,6 +132,10 @@ class DlaInferNode(Node):
         time.sleep(0)
 
     def _on_parameters_changed(self, values: dict[str, Any]) -> None:
+        if self._cameras is not None:
+            self._cameras.apply(values)
+            self.get_logger().info(f"parameters updated: {values}")
+            return
         if self._inference is None:  # declaring at startup
             return
         apply_live_changes(values, self._inference.detector, self._outputs)
@@ -125,7 +149,10 @@ class DlaInferNode(Node):
                 "confidence_threshold": self._inference.detector.conf_threshold}
 
     def counters(self) -> dict[str, Any]:
-        """Frame counters and node-internal latency (receive -> detections published)."""
+        """Frame counters and node-internal latency (receive -> detections published); with several
+        cameras, their sum and each camera's under ``cameras``."""
+        if self._cameras is not None:
+            return self._cameras.counters()
         assert self._inference is not None
         return {**self._inference.counters(), "debug_images": self._outputs.debug_images,
                 "detections_subscribers": self._outputs.detection_subscribers()}
@@ -135,6 +162,8 @@ class DlaInferNode(Node):
         if self._closed:
             return
         self._closed = True
+        if self._cameras is not None:
+            self._cameras.close()
         if self._watch is not None:
             self._watch.close()
         if self._inference is None:
