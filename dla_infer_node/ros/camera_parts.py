@@ -36,8 +36,8 @@ from dla_infer_node.ros.startup import Injected, OpenedDetector, input_of, open_
 from dla_infer_node.ros.topic_hints import OtherTransportHint
 
 # counters a node reports as the sum over its cameras
-SUMMED = ("frames_in", "frames_processed", "frames_dropped", "frames_bad_input", "frames_failed", "detections",
-          "debug_images", "detections_subscribers")
+SUMMED = ("frames_in", "frames_processed", "frames_dropped", "frames_bad_input", "frames_failed",
+          "detections", "debug_images", "detections_subscribers")
 
 
 class CameraParts:
@@ -55,9 +55,11 @@ class CameraParts:
         self._sub: Any = None
         self._hint: OtherTransportHint | None = None
         msg_type, _, compressed = input_of(config)
-        self.inference = FrameInference(service.detector, msg_type, compressed, self._publish, node.get_logger(),
-                                        config.max_input_pixels, service=service, key=camera.name)
-        self.watch = InputWatch(node, config, self.counters, image_qos(config.qos_reliability, config.qos_depth))
+        self.inference = FrameInference(service.detector, msg_type, compressed, self._publish,
+                                        node.get_logger(), config.max_input_pixels, service=service,
+                                        key=camera.name)
+        self.watch = InputWatch(node, config, self.counters,
+                                image_qos(config.qos_reliability, config.qos_depth))
         self._diagnostics = DiagnosticsReporter(
             node, config.diagnostics_period, self.counters, self._info, opened.backend_name,
             sources=[*self.watch.sources(), self._hint_status], label=camera.name)
@@ -172,8 +174,8 @@ class CameraSet:
         ok = True
         for core, service in list(self.services.items()):
             if not service.close():
-                self._node.get_logger().error(f"core {core}: worker did not stop within 10 s; backend left to "
-                                              "process exit")
+                self._node.get_logger().error(f"core {core}: worker did not stop within 10 s; backend left "
+                                              "to process exit")
                 ok = False
             del self.services[core]
         return ok

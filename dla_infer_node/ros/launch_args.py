@@ -78,8 +78,8 @@ def cameras(value: str, name: str = "cameras") -> dict[str, Any]:
         camera, _, topic = entry.partition(":")
         camera = camera.strip()
         if not _TOKEN.fullmatch(camera) or camera.startswith("_") or camera in names:
-            raise LaunchArgumentError(name, value, "comma-separated name[:topic] entries, each name distinct, "
-                                      "of letters, digits and '_' starting with a letter")
+            raise LaunchArgumentError(name, value, "comma-separated name[:topic] entries, each name "
+                                      "distinct, of letters, digits and '_' starting with a letter")
         names.append(camera)
         if topic.strip():
             out[f"{camera}.topic"] = image_topic(topic, f"{name} ({camera})")

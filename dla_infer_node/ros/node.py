@@ -89,8 +89,9 @@ class DlaInferNode(Node):
         assert cameras.opened is not None
         self.classes = cameras.opened.classes
         topics = cameras.activate()
-        listed = ", ".join(f"{c.camera.name}={t} (core {c.camera.dla_core}, {c.config.qos_reliability}, depth "
-                           f"{c.config.qos_depth})" for c, t in zip(cameras.cameras, topics, strict=True))
+        listed = ", ".join(f"{c.camera.name}={t} (core {c.camera.dla_core}, {c.config.qos_reliability}, "
+                           f"depth {c.config.qos_depth})"
+                           for c, t in zip(cameras.cameras, topics, strict=True))
         self.get_logger().info(
             f"ready: backend={cameras.opened.backend_name} model={cameras.opened.model_name} "
             f"classes={len(self.classes)} cores={list(cameras.services)} cameras: {listed}")
