@@ -79,13 +79,14 @@ test-gpu-node:
 gpu-node-carry: venv
 	bash scripts/gpu_node_carry.sh
 
-# GPU benchmark (system Python, like test-gpu): kernel vs device copy, and the backend's whole per-frame cost
-# through the DLA EMULATOR (test infrastructure) with the GPU and the CPU input path. Writes bench/results/gpu.json.
+# GPU benchmark (system Python, like test-gpu): kernel vs device copy (dla_infer_node.bench.gpu), and the backend's
+# whole per-frame cost through the DLA EMULATOR (test infrastructure; emulator/bench_gpu.py, which runs both) with
+# the GPU and the CPU input path. Writes bench/results/gpu.json.
 GPU_BENCH_OUT ?= bench/results/gpu.json
 bench-gpu:
 	bash emulator/build.sh emulator/build >/dev/null
 	DLA_EMULATOR_LIB=$(CURDIR)/emulator/build/libcudla.so.1 LD_LIBRARY_PATH=$(CURDIR)/emulator/build$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} \
-	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $${PYTHON:-python3} -m dla_infer_node.bench.gpu --out $(GPU_BENCH_OUT)
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $${PYTHON:-python3} -m emulator.bench_gpu --out $(GPU_BENCH_OUT)
 
 # Accuracy through the emulated DLA (GPU machine, system Python): the shipped model "compiled" to fp16 and int8
 # network loadables of the DLA EMULATOR (test infrastructure), every io format, real cuda.bindings.cudla path

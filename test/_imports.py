@@ -1,4 +1,4 @@
-"""Static import facts about Python files, for the suite split (conftest) and the package.xml check.
+"""Static import facts about Python files, for the suite check (no core test imports ROS) and package.xml's.
 
 Nothing here imports the code it reads: a file is parsed with ``ast``, so the facts hold on an interpreter
 that lacks rclpy (the Python 3.10 core run) and for lazy imports inside functions alike.
@@ -61,12 +61,6 @@ def imports_of(path: Path) -> tuple[Import, ...]:
 
     visit(tree, True)
     return tuple(out)
-
-
-def string_constants(path: Path) -> set[str]:
-    """String literals of a file (module names handed to ``python -m`` and the like)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
 
 
 def importorskip_names(path: Path) -> set[str]:

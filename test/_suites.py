@@ -1,66 +1,30 @@
-"""Which test files are "node" tests (they need rclpy, the ROS messages or launch) and which are "core".
+"""Which test files are "node" tests (they need rclpy, the ROS messages or launch) and which are "core": read
+from the folder a file lies in, so an interpreter without rclpy can sort them without opening them.
 
-The split is read from the files themselves, never imported (an interpreter without rclpy must be able to
-sort them): a test file is a node test when it, or a test helper it imports (``test/_*.py``), does any of
-  - import a ROS package (``rclpy``, a message package, ``launch``...), at module level or lazily;
-  - import a module of dla_infer_node that imports one, lazily included (``bags.replay`` imports rclpy
-    inside ``main``), or name such a module in a string (``python -m dla_infer_node.bags.replay``);
-  - ask ``pytest.importorskip`` for a ROS package (that would skip silently where ROS is missing);
-  - carry ``pytest.mark.node`` (the explicit way, for what the rules above cannot see).
-Everything else is core: it must pass on Python 3.10 without any ROS wheel (`make test-py310`).
+test/ mirrors the package's rooms (core, artifact, backends, ros, bags, cli, bench; docs, tools, emulator and
+package for what lies outside them). The node's own room, test/ros/, holds node tests; every other room holds
+core tests and keeps those of its tests that need ROS in a ``ros/`` subfolder (test/bags/ros/test_capture.py);
+the ROS-free modules of ros/ are tested in test/ros/core/. So the innermost folder named ``ros`` or ``core``
+decides, and a test under neither is core. Core tests must pass on Python 3.10 without any ROS wheel
+(`make test-py310`); test/package/test_suites.py checks that none of them imports ROS.
 """
 
 from __future__ import annotations
 
-import ast
-from functools import cache
 from pathlib import Path
 
-from _imports import importorskip_names, imports_of, package_modules, string_constants
-
 TEST_DIR = Path(__file__).resolve().parent
-ROS_PACKAGES = frozenset({
-    "rclpy", "rcl_interfaces", "rosidl_runtime_py", "rosbag2_py", "builtin_interfaces", "std_msgs",
-    "sensor_msgs", "geometry_msgs", "diagnostic_msgs", "lifecycle_msgs", "vision_msgs", "launch",
-    "launch_ros", "launch_testing", "launch_testing_ros",
-})  # not ament_index_python: core.resources tries it and falls back without ROS
+SUITE_OF_FOLDER = {"ros": "node", "core": "core"}
 
 
-@cache
-def _ros_modules_of_package() -> frozenset[str]:
-    """Modules of dla_infer_node that import a ROS package, directly or through each other, lazily too."""
-    modules = package_modules()
-    needs: dict[str, bool] = {}
-
-    def needs_ros(name: str) -> bool:
-        if name not in needs:
-            needs[name] = False  # cycles: assume no until shown otherwise
-            needs[name] = any(
-                imp.name.split(".")[0] in ROS_PACKAGES
-                or (imp.name in modules and imp.name != name and needs_ros(imp.name))
-                for imp in imports_of(modules[name]))
-        return needs[name]
-
-    return frozenset(name for name in modules if needs_ros(name))
+def suite_of(path: Path) -> str:
+    """'node' or 'core' for a test file under test/ (a file elsewhere is core: no folder of ours says ROS)."""
+    try:
+        folders = path.resolve().relative_to(TEST_DIR).parts[:-1]
+    except ValueError:
+        return "core"
+    return next((SUITE_OF_FOLDER[f] for f in reversed(folders) if f in SUITE_OF_FOLDER), "core")
 
 
-def _names_ros(name: str) -> bool:
-    return name.split(".")[0] in ROS_PACKAGES or name in _ros_modules_of_package()
-
-
-@cache
 def is_node_test_file(path: Path) -> bool:
-    path = path.resolve()
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    if any(isinstance(n, ast.Attribute) and n.attr == "node" and isinstance(n.value, ast.Attribute)
-           and n.value.attr == "mark" for n in ast.walk(tree)):  # pytest.mark.node
-        return True
-    for imp in imports_of(path):
-        if _names_ros(imp.name):
-            return True
-        helper = TEST_DIR / f"{imp.name}.py"
-        if imp.name.startswith("_") and helper.is_file() and helper != path and is_node_test_file(helper):
-            return True
-    if any(_names_ros(name) for name in importorskip_names(path)):
-        return True
-    return any(s in _ros_modules_of_package() for s in string_constants(path))
+    return suite_of(path) == "node"

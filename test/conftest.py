@@ -4,10 +4,10 @@ The environment is set at import time, before any test module can initialise rcl
 the test process itself and for every child it starts (node processes, replay, capture, launch).
 Fixtures for running the node as a separate process live here; ROS-side helpers in ``_node_helpers``.
 
-Suites: ``--suite core`` collects only the test files that need no ROS (``_suites`` sorts them by reading
-them, so rclpy need not exist), ``--suite node`` only the others; every test carries the marker ``core`` or
-``node`` as well. ``--min-passed N`` fails a run that passed fewer than N tests, so a run on an interpreter
-that lacks something cannot go green by skipping everything.
+Suites: ``--suite core`` collects only the test files that need no ROS (``_suites`` sorts them by their
+folder: a ``ros/`` folder holds node tests), ``--suite node`` only the others; every test carries the marker
+``core`` or ``node`` as well. ``--min-passed N`` fails a run that passed fewer than N tests, so a run on an
+interpreter that lacks something cannot go green by skipping everything.
 """
 
 from __future__ import annotations
@@ -69,8 +69,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "core: needs no ROS (runs in `make test-py310`); set automatically")
-    config.addinivalue_line("markers", "node: needs rclpy / ROS messages / launch; set automatically, "
-                                       "or by hand for what the import scan cannot see")
+    config.addinivalue_line("markers", "node: needs rclpy / ROS messages / launch (a file under a ros/ "
+                                       "folder of test/); set automatically")
     config.pluginmanager.register(_PassCounter(config.getoption("--min-passed")), "dla_pass_counter")
 
 
@@ -88,7 +88,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"suite: {config.getoption('--suite')} (test/_suites.py sorts files into core and node)"
+    return f"suite: {config.getoption('--suite')} (test/_suites.py: a ros/ folder holds node tests)"
 
 
 class _PassCounter:

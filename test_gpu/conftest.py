@@ -3,7 +3,7 @@
 Modes:
 * default (GPU machine, scripts/test_gpu.sh): the emulator drives the real CUDA driver; the backend uses
   the real ``dla_infer_node.backends.cuda_runtime``.
-* ``DLA_TEST_FAKE_DRIVER=1`` (CPU CI, via test/test_cudla_fake_driver.py): the emulator drives a fake
+* ``DLA_TEST_FAKE_DRIVER=1`` (CPU CI, via test/emulator/test_cudla_fake_driver.py): the emulator drives a fake
   libcuda.so.1 (emulator/testing/fake_libcuda.c) and the backend a fake runtime; tests that need real
   stream ordering or device memory are skipped (marker ``gpu_only``).
 

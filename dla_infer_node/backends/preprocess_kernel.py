@@ -6,7 +6,8 @@ Why the resize looks like this: the CPU path resizes uint8 frames with ``cv2.res
 for 8-bit images runs in fixed point and rounds to uint8 *before* normalisation; a float bilinear kernel
 differs from it by one uint8 level on many pixels (0.0039 after /255, more than the 1e-3 budget). So the
 kernel reproduces OpenCV's 8-bit arithmetic exactly (checked against OpenCV 5.1 in
-``test/test_gpu_preprocess_cpu.py`` over hundreds of random sizes, and on the GPU against ``cv2`` itself):
+``test/backends/test_gpu_preprocess_cpu.py`` over hundreds of random sizes, and on the GPU against ``cv2``
+itself):
 
 - per destination column/row, ``f = float((d + 0.5) * (1 / (dst/src)) - 0.5)`` (double, then float),
   ``s = floor(f)``, ``f -= s``; weights ``rint((1-f)*2048)`` and ``rint(f*2048)`` (11 fraction bits);

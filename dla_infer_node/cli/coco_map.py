@@ -5,7 +5,7 @@ Per class: each image's detections, best score first, claim the unclaimed ground
 or above the threshold; over all images, detections sorted by score (stable) give the precision/recall
 curve; precision is made non-increasing from the right and read at 101 recall points (0, 0.01, ... 1). AP
 is their mean, mAP the mean over classes that have ground truth, at IoU 0.50 and over 0.50:0.05:0.95.
-``test/test_coco_map.py`` holds it to pycocotools on random sets.
+``test/cli/test_coco_map.py`` holds it to pycocotools on random sets.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ source pixels) on scenes from :func:`dla_infer_node.core.synth.generate_scene`, 
 Seed ranges (kept disjoint so no evaluation scene was seen in training):
   * training (tools/train_detector.py): seeds in [0, 1_000_000)
   * evaluation (this module, default):  seeds from 10_000_000 upwards
-  * end-to-end test (test/test_model_accuracy.py): seeds from 20_000_000 upwards
+  * end-to-end test (test/cli/test_model_accuracy.py): seeds from 20_000_000 upwards
 """
 
 from __future__ import annotations
