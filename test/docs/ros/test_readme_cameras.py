@@ -40,8 +40,10 @@ def test_the_two_camera_command_serves_both_cameras(tmp_path: Path, ros_env: dic
                                 env=ros_env)
     probe = RosProbe("readme_cameras")
     try:
-        assert probe.spin_until(lambda: "ready:" in log.read_text(errors="replace") or proc.poll() is not None,
-                                90), log.read_text(errors="replace")
+        def started() -> bool:
+            return "ready:" in log.read_text(errors="replace") or proc.poll() is not None
+
+        assert probe.spin_until(started, 90), log.read_text(errors="replace")
         ready = next(ln for ln in log.read_text(errors="replace").splitlines() if "ready:" in ln)
         assert "cores=[0] cameras: front=/front/image_raw (core 0," in ready, ready
         assert "rear=/rear/image_raw (core 0," in ready, ready
