@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from dla_infer_node.bench.paced import publish_paced
 from dla_infer_node.core.stop_signals import stop_on_signals
 from dla_infer_node.ros.frame_memory import keep_frame_buffers
 
@@ -56,16 +57,7 @@ def role_camera(args: argparse.Namespace) -> int:
         time.sleep(0.05)
     matched = pub.get_subscription_count() >= 1
     stop.wait(0.5)  # the reader's side of the match completes a little after the writer's
-    sent, late, period = 0, 0, 1.0 / args.rate
-    t0 = time.monotonic()
-    while not stop.is_set() and time.monotonic() - t0 < args.duration:
-        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 1_000_000_000)
-        pub.publish(msg)
-        sent += 1
-        wait = t0 + sent * period - time.monotonic()
-        late += wait < 0
-        stop.wait(max(0.0, wait))
-    seconds = time.monotonic() - t0
+    sent, late, seconds = publish_paced(pub, msg, args.rate, stop, lambda _n, t: t < args.duration)
     stop.wait(0.5)  # in-flight fragments
     Path(args.result).write_text(json.dumps({"published": sent, "seconds": seconds, "late": late,
                                              "matched": matched}))

@@ -32,7 +32,7 @@ from dla_infer_node.ros.input_watch import InputWatch
 from dla_infer_node.ros.outputs import DetectionOutputs
 from dla_infer_node.ros.params import CameraConfig, NodeConfig
 from dla_infer_node.ros.qos import image_qos
-from dla_infer_node.ros.startup import Injected, OpenedDetector, input_of, open_detector
+from dla_infer_node.ros.startup import Injected, OpenedDetector, apply_live_changes, input_of, open_detector
 from dla_infer_node.ros.topic_hints import OtherTransportHint
 
 # counters a node reports as the sum over its cameras
@@ -187,13 +187,7 @@ class CameraSet:
     def apply(self, values: Mapping[str, Any]) -> None:
         """Validated live changes: thresholds to every core's detector, the rest to every camera."""
         for service in self.services.values():
-            detector = service.detector
-            if "confidence_threshold" in values:
-                detector.conf_threshold = values["confidence_threshold"]
-            if "nms_iou_threshold" in values:
-                detector.iou_threshold = values["nms_iou_threshold"]
-            if "max_detections" in values:
-                detector.max_detections = values["max_detections"]
+            apply_live_changes(values, service.detector, None)
         for camera in self.cameras:
             camera.apply(values)
 

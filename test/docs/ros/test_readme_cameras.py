@@ -7,30 +7,19 @@ detections under its name, and stop with exit code 0 on SIGINT.
 
 from __future__ import annotations
 
-import re
-import shlex
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from _node_helpers import REPO, RosProbe
+from _node_helpers import REPO, RosProbe, readme_command
 
 pytest.importorskip("rclpy", reason="rclpy not importable: run the node tests in the project .venv")
 
 
-def readme_command() -> list[str]:
-    readme = (REPO / "README.md").read_text()
-    section = re.search(r"^## Several cameras\n(.*?)(?=^## )", readme, flags=re.S | re.M)
-    assert section, "README.md has no '## Several cameras' section"
-    lines = [ln for ln in section.group(1).splitlines() if ln.startswith(".venv/bin/dla_infer_node ")]
-    assert len(lines) == 1, f"expected one `.venv/bin/dla_infer_node` command, found {lines}"
-    return shlex.split(lines[0])
-
-
 def test_the_two_camera_command_serves_both_cameras(tmp_path: Path, ros_env: dict[str, str]) -> None:
-    cmd = readme_command()
+    cmd = readme_command("Several cameras")
     script = Path(sys.prefix) / "bin" / "dla_infer_node"
     if not script.exists():
         pytest.skip(f"{script} missing: not running in a venv that scripts/setup_env.sh made")
