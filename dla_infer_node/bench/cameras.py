@@ -11,7 +11,8 @@ best effort) publish ``/benchcams/c<i>/image`` for ``--duration`` s; the node(s)
 ``config/fastdds_large_images.xml`` (``--profile default`` leaves it out). Per configuration: frames
 published, taken in and processed per camera (the node's own counters from its /diagnostics), detection
 arrays received, latency (arrival - publish stamp) p50/p95, and the node processes' RSS, CPU (user + system
-over the stream, from /proc) and GPU memory (nvidia-smi, where there is one), summed over processes.
+over the stream, from /proc) summed over processes, and the GPU memory they hold (nvidia-smi: the GPU's
+memory in use during the stream less before the nodes started; nothing else may use the GPU meanwhile).
 With the DLA EMULATOR the cores are shared by every process through ``DLA_EMU_CORE_FILE`` (one file per
 configuration), as a Jetson's two DLA cores are; ``DLA_EMU_TASK_MS`` and ``DLA_EMU_REUSE_OUTPUTS`` are the
 caller's (see emulator/README.md). Results: ``bench/results/cameras.json``.
@@ -62,21 +63,17 @@ def _rss_mb(pid: int) -> dict[str, float]:
     return out
 
 
-def _gpu_mb(pids: set[int]) -> float | None:
-    """GPU memory used by these processes (nvidia-smi's compute apps); None without nvidia-smi."""
+def _gpu_used_mb() -> float | None:
+    """Memory in use on the GPU(s) (nvidia-smi); None without nvidia-smi. The benchmark takes the growth
+    from before its nodes start: per-process figures are often unavailable inside a container."""
     if shutil.which("nvidia-smi") is None:
         return None
+    query = ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"]
     try:
-        query = ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"]
         out = subprocess.run(query, capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.TimeoutExpired):
+        return sum(float(line) for line in out.split())
+    except (OSError, subprocess.TimeoutExpired, ValueError):
         return None
-    total = 0.0
-    for line in out.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 2 and parts[0].isdigit() and int(parts[0]) in pids:
-            total += float(parts[1])
-    return total
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -108,6 +105,7 @@ def run_config(args: argparse.Namespace, env: dict[str, str], n: int, cores: int
                 procs[role] = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
             return procs[role]
 
+        gpu0 = _gpu_used_mb()
         nodes: list[subprocess.Popen[bytes]] = []
         if mode == "one":
             pairs = [*common, ("cameras", "[" + ",".join(names) + "]"),
@@ -148,7 +146,8 @@ def run_config(args: argparse.Namespace, env: dict[str, str], n: int, cores: int
                 time.sleep(max(0.0, args.duration - 3.0))
                 cpu1, wall1 = sum(_proc_cpu_s(p.pid) for p in nodes), time.monotonic()
                 mem = [_rss_mb(p.pid) for p in nodes]
-                gpu = _gpu_mb({p.pid for p in nodes})
+                used = _gpu_used_mb()
+                gpu = None if used is None or gpu0 is None else round(used - gpu0, 1)
                 for name in names:
                     procs[f"camera_{name}"].wait(args.duration + 60)
                 time.sleep(2.5)  # frames in hand, and one more diagnostics period
