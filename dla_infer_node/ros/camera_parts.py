@@ -17,23 +17,36 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import replace
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 import numpy as np
 from rclpy.node import Node
+from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 
 from dla_infer_node.core.detections import Detections
 from dla_infer_node.ros.diagnostics import DiagnosticsReporter
-from dla_infer_node.ros.inference import CoreService, FrameInference
+from dla_infer_node.ros.inference import CoreService, FrameInference, apply_to_detector
 from dla_infer_node.ros.input_watch import InputWatch
 from dla_infer_node.ros.outputs import DetectionOutputs
 from dla_infer_node.ros.params import CameraConfig, NodeConfig
 from dla_infer_node.ros.qos import image_qos
-from dla_infer_node.ros.startup import Injected, OpenedDetector, apply_live_changes, input_of, open_detector
 from dla_infer_node.ros.topic_hints import OtherTransportHint
+
+
+class Opened(Protocol):
+    """What the node opened: the classes it names and the backend and model it reports."""
+
+    @property
+    def classes(self) -> tuple[str, ...]: ...
+
+    @property
+    def backend_name(self) -> str: ...
+
+    @property
+    def model_name(self) -> str: ...
+
 
 # counters a node reports as the sum over its cameras
 SUMMED = ("frames_in", "frames_processed", "frames_dropped", "frames_bad_input", "frames_failed",
@@ -44,7 +57,7 @@ class CameraParts:
     """One camera of a :class:`CameraSet`: its slot on its core's worker, input watch, outputs and status."""
 
     def __init__(self, node: Node, config: NodeConfig, camera: CameraConfig, service: CoreService,
-                 opened: OpenedDetector) -> None:
+                 opened: Opened) -> None:
         self._node = node
         self.config = config  # the node's configuration as this camera sees it (config.for_camera)
         self.camera = camera
@@ -54,7 +67,8 @@ class CameraParts:
         self._debug_image = config.debug_image
         self._sub: Any = None
         self._hint: OtherTransportHint | None = None
-        msg_type, _, compressed = input_of(config)
+        self._compressed = compressed = camera.input_transport == "compressed"
+        msg_type = CompressedImage if compressed else Image
         self.inference = FrameInference(service.detector, msg_type, compressed, self._publish,
                                         node.get_logger(), config.max_input_pixels, service=service,
                                         key=camera.name)
@@ -70,9 +84,9 @@ class CameraParts:
             self._outputs = DetectionOutputs(self._node, self._opened.classes, self.config.class_id_mode,
                                              self.inference.detector.conf_threshold, self._debug_image,
                                              namespace=self.camera.name)
-        msg_type, _, compressed = input_of(self.config)
+        msg_type = CompressedImage if self._compressed else Image
         self._sub = self.watch.subscribe(msg_type, self.camera.topic, self._on_image)
-        self._hint = OtherTransportHint(self._node, self._sub.topic_name, compressed)
+        self._hint = OtherTransportHint(self._node, self._sub.topic_name, self._compressed)
         return str(self._sub.topic_name)
 
     def deactivate(self) -> None:
@@ -136,17 +150,18 @@ class CameraParts:
 class CameraSet:
     """The cameras of one node and the cores that serve them; see the module docstring."""
 
-    def __init__(self, node: Node, config: NodeConfig, injected: Injected | None = None) -> None:
+    def __init__(self, node: Node, config: NodeConfig,
+                 open_core: Callable[[int], tuple[Any, Opened]]) -> None:
+        """``open_core(core)`` opens one core's backend: (its Detector, what was opened)."""
         self._node = node
         self.services: dict[int, CoreService] = {}
         self.cameras: list[CameraParts] = []
-        self.opened: OpenedDetector | None = None
+        self.opened: Opened | None = None
         try:
-            for core in config.cores:  # one backend per core; an injected one serves every core
-                opened = open_detector(replace(config, dla_core=core), injected)
+            for core in config.cores:  # one backend per core, the loadable loaded once on each
+                detector, opened = open_core(core)
                 self.opened = self.opened or opened
-                self.services[core] = CoreService(opened.detector, node.get_logger(),
-                                                  name=f"dla_infer_core{core}")
+                self.services[core] = CoreService(detector, node.get_logger(), name=f"dla_infer_core{core}")
             assert self.opened is not None
             for camera in config.camera_configs:
                 self.cameras.append(CameraParts(node, config.for_camera(camera), camera,
@@ -187,7 +202,7 @@ class CameraSet:
     def apply(self, values: Mapping[str, Any]) -> None:
         """Validated live changes: thresholds to every core's detector, the rest to every camera."""
         for service in self.services.values():
-            apply_live_changes(values, service.detector, None)
+            apply_to_detector(service.detector, values)
         for camera in self.cameras:
             camera.apply(values)
 

@@ -13,7 +13,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,16 @@ from dla_infer_node.ros.worker import FairFrameWorker
 
 # what the worker hands to the publishing side for one answered frame
 Publish = Callable[[Detections, Header, np.ndarray, str], None]
+
+
+def apply_to_detector(detector: Detector, values: Mapping[str, Any]) -> None:
+    """Validated live changes of the detector's thresholds (a frame in flight keeps the ones it read)."""
+    if "confidence_threshold" in values:
+        detector.conf_threshold = values["confidence_threshold"]
+    if "nms_iou_threshold" in values:
+        detector.iou_threshold = values["nms_iou_threshold"]
+    if "max_detections" in values:
+        detector.max_detections = values["max_detections"]
 
 
 class CoreService:

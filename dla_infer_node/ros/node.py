@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 from rclpy.node import Node
@@ -37,6 +38,7 @@ from dla_infer_node.ros.param_binding import declare_parameters
 from dla_infer_node.ros.qos import image_qos
 from dla_infer_node.ros.startup import (
     Injected,
+    OpenedDetector,
     apply_live_changes,
     input_of,
     open_detector,
@@ -85,7 +87,11 @@ class DlaInferNode(Node):
             f"input={self._sub.topic_name} ({self.config.qos_reliability}, depth {self.config.qos_depth})")
 
     def _start_cameras(self, injected: Injected | None) -> None:
-        self._cameras = cameras = CameraSet(self, self.config, injected)
+        def open_core(core: int) -> tuple[Any, OpenedDetector]:  # an injected backend serves every core
+            opened = open_detector(replace(self.config, dla_core=core), injected)
+            return opened.detector, opened
+
+        self._cameras = cameras = CameraSet(self, self.config, open_core)
         assert cameras.opened is not None
         self.classes = cameras.opened.classes
         topics = cameras.activate()

@@ -30,7 +30,7 @@ from dla_infer_node.core.pipeline import Detector
 from dla_infer_node.core.stop_signals import stop_on_signals
 from dla_infer_node.ros.executors import executor_factory, shutdown_executor, try_shutdown
 from dla_infer_node.ros.frame_memory import keep_frame_buffers
-from dla_infer_node.ros.inference import FrameInference
+from dla_infer_node.ros.inference import FrameInference, apply_to_detector
 from dla_infer_node.ros.param_binding import params_file_problem
 from dla_infer_node.ros.params import NodeConfig, load_labels
 
@@ -86,12 +86,7 @@ def input_of(config: NodeConfig) -> tuple[Any, str, bool]:
 
 def apply_live_changes(values: Mapping[str, Any], detector: Detector, outputs: Any | None) -> None:
     """Apply validated live parameter changes to the running parts (``outputs`` may not exist yet)."""
-    if "confidence_threshold" in values:
-        detector.conf_threshold = values["confidence_threshold"]
-    if "nms_iou_threshold" in values:
-        detector.iou_threshold = values["nms_iou_threshold"]
-    if "max_detections" in values:
-        detector.max_detections = values["max_detections"]
+    apply_to_detector(detector, values)
     if "debug_image" in values and outputs is not None:
         outputs.debug_enabled = values["debug_image"]
 
