@@ -19,8 +19,11 @@ def _burn(seconds: float) -> None:
 def test_threads_are_named_and_their_cpu_counted() -> None:
     worker = threading.Thread(target=_burn, args=(0.3,), name="probe_burner")
     worker.start()
-    time.sleep(0.15)  # the kernel counts in clock ticks (10 ms): let the burner run first
     before = cpu_probe.thread_cpu_s()
+    deadline = time.monotonic() + 10
+    while not before.get("probe_burner") and worker.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)  # the kernel counts in clock ticks (10 ms): until the burner has had one
+        before = cpu_probe.thread_cpu_s()
     worker.join()
     _burn(0.05)
     after = cpu_probe.thread_cpu_s()
