@@ -123,8 +123,8 @@ def test_fp16_matches_ort_fp32(emu: Any, cuda: Any, host: Any, networks: dict[st
     ref = ort_dets(nb.MODEL, scenes, seed)
     assert not host.errors, host.errors[-1]
     # fp16 arithmetic moves boxes by a fraction of a pixel, and now and then flips which of two near-tied
-    # candidates (same score to 2 digits) NMS keeps: run 11 had 3 such of ~150 confident detections in
-    # these 20 scenes, kept boxes 1.0-4.2 px apart (IoU >= 0.83). A wrong layout or scale would miss
+    # candidates (same score to 2 digits) NMS keeps: an earlier model had 3 such of ~150 confident detections
+    # in these 20 scenes, kept boxes 1.0-4.2 px apart (IoU >= 0.83). A wrong layout or scale would miss
     # nearly everything, so: almost all within a pixel, and all but near-ties at IoU >= 0.8.
     within_px = match_ratio(ref, got)
     overlapping = match_ratio(ref, got, min_iou=0.8)

@@ -49,7 +49,8 @@ class YoloLoss:
         # per-level objectness weights, finest first (YOLOv5's for 3 levels). YOLOv5's 4-level values
         # (4, 1, 0.25, 0.06) are for an extra coarse level; with --p2 the extra level is the finest, so the
         # stride 8/16/32 levels keep their 3-level weights and the stride-4 head gets the finest weight too
-        # (run 20 used YOLOv5's, large-object objectness at 0.06, and lost large objects: models/README.md)
+        # (YOLOv5's put large-object objectness at 0.06, and a run trained so lost large objects:
+        # models/TRAINING_LOG.md)
         self.balance = (4.0, 1.0, 0.4) if len(strides) == 3 else (4.0, 4.0, 1.0, 0.4)
         self.bce = torch.nn.BCEWithLogitsLoss()
         self.w_box, self.w_obj, self.w_cls = w_box, 0.7, 0.3

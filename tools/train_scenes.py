@@ -1,4 +1,4 @@
-"""Broad training scenes (issue 20): what a camera shows beyond ``core.synth``'s tidy scenes.
+"""Broad training scenes: what a camera shows beyond ``core.synth``'s tidy scenes.
 
 ``core.synth`` draws the package's evaluation scenes: mid-sized, mostly filled objects on cloudy
 backgrounds. A detector trained only on those misses large objects and outlined shapes elsewhere. The scenes

@@ -32,6 +32,7 @@ from dla_infer_node.artifact.sidecar import (
     load_artifact,
     read_loadable,
 )
+from dla_infer_node.backends import cuda_runtime
 from dla_infer_node.backends.cudla_errors import (
     LIBRARY_HINT,
     CudlaStageError,
@@ -43,7 +44,7 @@ from dla_infer_node.backends.cudla_errors import (
     cudla_call,
     status_name,
 )
-from dla_infer_node.backends.cudla_tensors import BoundTensor, bind_tensors
+from dla_infer_node.backends.cudla_tensors import BoundTensor, bind_tensors, descriptor_dict
 from dla_infer_node.backends.input_path import InputPath, make_input_path
 from dla_infer_node.core.backend import RawOutputs
 from dla_infer_node.core.errors import BackendError, ModelError, ParameterError
@@ -68,12 +69,6 @@ def import_cudla() -> ModuleType:
                                   call="import cuda.bindings.cudla",
                                   hint="pip install 'cuda-bindings>=13.3' (cuda-python)") from exc
     return cudla
-
-
-def _import_cuda_runtime() -> ModuleType:
-    from dla_infer_node.backends import cuda_runtime
-
-    return cuda_runtime
 
 
 class CudlaBackend:
@@ -123,7 +118,7 @@ class CudlaBackend:
         self._closed = False
         try:
             self._cudla = cudla_module if cudla_module is not None else import_cudla()
-            self._cr = cuda if cuda is not None else _import_cuda_runtime()
+            self._cr = cuda if cuda is not None else cuda_runtime
             self._start()
         except BaseException:
             self.close()
@@ -188,8 +183,6 @@ class CudlaBackend:
                 raise TensorError(f"{side}: {n} tensors counted but {len(lst)} descriptors returned",
                                   call="cudla.module_get_attributes")
             got[side] = lst
-        from dla_infer_node.backends.cudla_tensors import descriptor_dict
-
         self.descriptors = {k: [descriptor_dict(d) for d in v] for k, v in got.items()}
         self._observe("descriptors", self.descriptors)
         self.inputs, self.outputs = bind_tensors(self.artifact, got["inputs"], got["outputs"])

@@ -1,8 +1,8 @@
 """One place that turns backend settings into an opened backend plus its model metadata.
 
 Settings are validated here (``ParameterError`` naming the setting, its value and what is allowed) so the
-node, the ``detect`` command and benchmarks share one set of rules. Backend modules are imported only
-when chosen: onnxruntime and CUDA need not be installed for the other backend.
+node, the ``detect`` command and benchmarks share one set of rules. Each backend imports its library
+(onnxruntime, cuda.bindings) only when opened: neither need be installed for the other backend.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dla_infer_node.backends.onnxruntime import OnnxRuntimeBackend
 from dla_infer_node.core.backend import Backend
 from dla_infer_node.core.errors import BackendError, DlaInferError, ParameterError
 from dla_infer_node.core.model_meta import ModelMetadata, load_metadata, with_class_names
@@ -101,6 +102,8 @@ def open_backend(settings: BackendSettings) -> tuple[Backend, ModelMetadata]:
     settings.validate()
     if settings.backend == "cudla":
         try:
+            # imported when chosen: a broken cuDLA install becomes the BackendError below, and the
+            # onnxruntime backend never loads the cuDLA module chain
             from dla_infer_node.backends.cudla import open_cudla_backend
         except ImportError as exc:
             raise BackendError(f"cannot import the cuDLA backend: {exc}",
@@ -108,8 +111,6 @@ def open_backend(settings: BackendSettings) -> tuple[Backend, ModelMetadata]:
                                hint="install cuda-python (cuda-bindings >= 13.3) on the Jetson") from exc
         return open_cudla_backend(settings)
     metadata = load_metadata(settings.resolved_metadata_path())
-    from dla_infer_node.backends.onnxruntime import OnnxRuntimeBackend
-
     backend = OnnxRuntimeBackend(settings.resolved_model_path(metadata), metadata,
                                  providers=tuple(settings.ort_providers), threads=settings.ort_threads)
     if not metadata.classes:  # the YAML gave none: the names ultralytics writes into the ONNX metadata

@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dla_infer_node.bags.bag_writer import BagWriter
+from dla_infer_node.bags.replay import split_ros_args
+from dla_infer_node.bags.replayer import import_message_type
 from dla_infer_node.core.errors import DlaInferError, ParameterError
 from dla_infer_node.core.stop_signals import stop_on_signals
 
@@ -63,8 +66,6 @@ class Recorder:
         from rclpy.context import Context
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
-
-        from dla_infer_node.bags.replayer import import_message_type
 
         if reliability not in ("reliable", "best_effort"):
             raise ParameterError("reliability", reliability, "reliable or best_effort")
@@ -201,8 +202,6 @@ def write_output(path: Path, records: Sequence[Captured], topic: str, type_name:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(summarize(records, topic, type_name), indent=1) + "\n")
         return
-    from dla_infer_node.bags.bag_writer import BagWriter
-
     with BagWriter(path, overwrite=True) as bag:
         bag.add_topic(topic, type_name)
         for r in records:
@@ -210,8 +209,6 @@ def write_output(path: Path, records: Sequence[Captured], topic: str, type_name:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from dla_infer_node.bags.replay import split_ros_args
-
     tool_args, ros_args = split_ros_args(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="capture", description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--topic", default="detections")

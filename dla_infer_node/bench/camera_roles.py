@@ -25,6 +25,7 @@ import numpy as np
 
 from dla_infer_node.bench.paced import publish_paced
 from dla_infer_node.core.stop_signals import stop_on_signals
+from dla_infer_node.core.synth import generate_scene
 from dla_infer_node.ros.frame_memory import keep_frame_buffers
 
 
@@ -42,8 +43,6 @@ def _ros(name: str) -> tuple[Any, Any, threading.Event]:
 def role_camera(args: argparse.Namespace) -> int:
     from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Image
-
-    from dla_infer_node.core.synth import generate_scene
 
     rclpy, node, stop = _ros(f"bench_camera_{args.seed}")
     qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5, reliability=ReliabilityPolicy.BEST_EFFORT)

@@ -8,8 +8,8 @@ the node's defaults) and at conf 0.001 (iou 0.7, max_det 300, the mAP setting):
 - ``yolov8`` (final output ``[1, 84, 8400]``), target < 2 ms at 0.001;
 - ``yolov8_raw`` (the trimmed graph's six tensors: box ``[1, 64, H, W]`` + class logits ``[1, 80, H, W]``
   per stride), targets <= 1 ms at 0.25 and <= 2 ms at 0.001;
-- the same ``yolov8`` candidates through the dense NMS way (``method="blocks"``, the way before issue 22),
-  for comparison.
+- the same ``yolov8`` candidates through the dense NMS way (``method="blocks"``, the fallback of the
+  usual sparse way), for comparison.
 
 Content: background cells with low class probabilities (uniform 0-0.05, so at 0.001 all 8400 pass the
 threshold) and 20 objects with 20 confident candidates each, as in ``bench.core``. The raw tensors and the

@@ -1,7 +1,8 @@
-"""Held-out scenes drawn by other code than the training generator (``core.synth``): the robustness check of
-issue 20. Same eight classes; shapes are built and drawn here independently (OpenCV ellipses for round
-shapes, own polygon parameters, outlines with ``cv2.polylines``), with conditions the training generator
-does not vary the same way, so a score here says how the detector holds up away from its training data.
+"""Held-out scenes drawn by other code than the training generator (``core.synth``): the robustness check
+of the shipped model. Same eight classes; shapes are built and drawn here independently (OpenCV ellipses
+for round shapes, own polygon parameters, outlines with ``cv2.polylines``), with conditions the training
+generator does not vary the same way, so a score here says how the detector holds up away from its
+training data.
 
 A condition fixes one factor and draws the others from their full range:
   size    small (longest side 12-32 px), medium (32-96 px), large (96 px to 90 % of the frame height)

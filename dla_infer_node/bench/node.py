@@ -378,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, key) is None:
             setattr(args, key, value)
     if args.peer_executor is None:
-        from dla_infer_node.ros.node import has_events_executor
+        from dla_infer_node.ros.node import has_events_executor  # loads rclpy: only to pick the default
 
         args.peer_executor = "events" if has_events_executor() else "single"
     if args.role != "orchestrate":

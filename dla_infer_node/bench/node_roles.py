@@ -10,6 +10,7 @@ Why the roles are what they are is in ``bench_node``'s module docstring.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import threading
@@ -21,7 +22,11 @@ from typing import Any
 import numpy as np
 
 from dla_infer_node.bench.cpu_probe import CpuSampler, StageClock
+from dla_infer_node.core.backend import RawOutputs
 from dla_infer_node.core.cdr_image import parse_image
+from dla_infer_node.core.model_meta import parse_metadata
+from dla_infer_node.core.pipeline import Detector
+from dla_infer_node.core.preprocess import Letterbox
 from dla_infer_node.core.stop_signals import stop_on_signals
 from dla_infer_node.ros.frame_memory import keep_frame_buffers
 
@@ -33,10 +38,6 @@ PEERS = ("measure", "listen")  # instruments: the node is what is measured
 
 def zero_cost_backend() -> tuple[Any, Any]:
     """A backend that returns a constant, all-negative 1x1 raw head at once: no boxes, no inference."""
-    from dla_infer_node.core.backend import RawOutputs
-    from dla_infer_node.core.model_meta import parse_metadata
-    from dla_infer_node.core.preprocess import Letterbox
-
     meta = parse_metadata({
         "name": "zero_cost",
         "input": {"name": "images", "width": 32, "height": 32},
@@ -129,6 +130,7 @@ def _spin_then_save(rclpy: Any, node: Any, stop: threading.Event, args: argparse
     measuring instruments, and their figures must not depend on how rclpy's executor and context wind
     down (the orchestrator reports a role that hangs after saving).
     """
+    # ros.node loads rclpy: only the role processes need it, not the orchestrator
     from dla_infer_node.ros.node import executor_factory, shutdown_executor
 
     executor = executor_factory(args.peer_executor)()
@@ -202,7 +204,7 @@ def _time_stages(clock: StageClock) -> None:
     worker's header parse + pixel view, the detector (backend, then decode), publishing; and, at the
     first frame, the backend's own steps where it has them (the cuDLA backend's input upload and its wait
     for the stream)."""
-    from dla_infer_node.core.pipeline import Detector
+    # these load rclpy: only the node role's process needs them, not the orchestrator
     from dla_infer_node.ros.inference import FrameInference
     from dla_infer_node.ros.outputs import DetectionOutputs
 
@@ -239,6 +241,7 @@ def emulated_dla_cpu_s() -> float:
 
 
 def role_node(args: argparse.Namespace) -> int:
+    # ros.node loads rclpy: only the role processes need it, not the orchestrator
     from dla_infer_node.ros import node as node_module
 
     arrivals: dict[int, int] = {}

@@ -6,8 +6,8 @@ The artifacts a user takes to TensorRT 11.4.1+ are the ONNX files ``dla_build ca
 ``dla_build convert`` (fp16-typed) write; ONNX Runtime CPU runs them here through the package pipeline on the
 held-out evaluation scenes (``cli.evaluate``, seeds from 10,000,000; calibration uses its own seeds from
 30,000,000) and scores mAP against the fp32 model. The int8 rows keep the raw-head layers in fp16, as
-``calibrate`` does by default; the ``_int8_heads`` row quantizes them too (``--int8-heads``). Targets
-(issue 24): int8 within 2 mAP50 points of fp32, fp16 within 0.5. ``--table`` prints the markdown table
+``calibrate`` does by default; the ``_int8_heads`` row quantizes them too (``--int8-heads``). Targets:
+int8 within 2 mAP50 points of fp32, fp16 within 0.5. ``--table`` prints the markdown table
 models/README.md shows (a test keeps the two equal). The emulated-DLA figures (the DLA layouts and the
 int8 I/O on top) are ``bench/results/dla_emulated_accuracy.json``.
 """
@@ -23,15 +23,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dla_infer_node.artifact import calibrate, convert
 from dla_infer_node.bench import results_file
+from dla_infer_node.cli.evaluate import EVAL_FIRST_SEED, evaluate
+from dla_infer_node.core.resources import default_model_metadata
 
 TARGET_POINTS = {"fp16": 0.5, "int8": 2.0}  # mAP50 points below fp32 allowed
 
 
 def _shipped_model(folder: Path) -> tuple[Path, Path]:
     """A copy of the shipped detector (ONNX, metadata, labels) in ``folder``."""
-    from dla_infer_node.core.resources import default_model_metadata
-
     meta = default_model_metadata()
     for f in meta.parent.glob("shapes_yolo.*"):
         if f.suffix in (".onnx", ".yaml", ".txt"):
@@ -40,8 +41,6 @@ def _shipped_model(folder: Path) -> tuple[Path, Path]:
 
 
 def _score(meta: Path, onnx: Path, scenes: int) -> dict[str, Any]:
-    from dla_infer_node.cli.evaluate import evaluate
-
     t0 = time.perf_counter()
     r = evaluate(metadata_path=str(meta), onnx_path=str(onnx), scenes=scenes)
     return {"onnx": onnx.name, "mAP50": round(r.map50, 4), "mAP50_95": round(r.map50_95, 4),
@@ -49,9 +48,6 @@ def _score(meta: Path, onnx: Path, scenes: int) -> dict[str, Any]:
 
 
 def measure(scenes: int, calib_scenes: int, methods: list[str]) -> dict[str, Any]:
-    from dla_infer_node.artifact import calibrate, convert
-    from dla_infer_node.cli.evaluate import EVAL_FIRST_SEED
-
     rows: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="dla_qacc_") as tmp:
         model, meta = _shipped_model(Path(tmp))

@@ -1,4 +1,4 @@
-"""How the detector holds up away from its training data (issue 20), not a test:
+"""How the detector holds up away from its training data, not a test:
 ``python -m dla_infer_node.bench.robustness [--scenes 100] [--model META] [--out FILE]`` or
 ``... --table [--before FILE]``.
 
@@ -6,8 +6,8 @@ Runs the package pipeline (ONNX Runtime CPU, conf 0.001, NMS IoU 0.6, as ``evalu
 scenes of ``bench.heldout_scenes``, one set per condition (object size, filled/outlined, background kind,
 and all mixed), and scores COCO mAP per set. Default output: bench/results/robustness.json; ``--table``
 prints the markdown table models/README.md shows, from that file, and ``--before`` puts the figures of an
-earlier model on the same scenes beside them (the README's before/after table: the model shipped before
-issue 20's retraining is in bench/results/robustness_before.json).
+earlier model on the same scenes beside them (an earlier model's file can be taken from the repository's
+history of bench/results/).
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dla_infer_node.backends.factory import BackendSettings, open_backend
 from dla_infer_node.bench import results_file
 from dla_infer_node.bench.heldout_scenes import CONDITIONS, HELDOUT_FIRST_SEED, heldout_scene
+from dla_infer_node.cli.coco_map import coco_map
+from dla_infer_node.cli.evaluate import detect_all, evaluation_detector
 
 
 def score_condition(detector: Any, condition: str, scenes: int, classes: int) -> dict[str, Any]:
-    from dla_infer_node.cli.coco_map import coco_map
-    from dla_infer_node.cli.evaluate import detect_all
-
     frames = ((s.image, "rgb8", s.boxes, s.class_ids)
               for s in (heldout_scene(HELDOUT_FIRST_SEED + i, condition) for i in range(scenes)))
     gts, dets = detect_all(detector, frames)
@@ -37,9 +37,6 @@ def score_condition(detector: Any, condition: str, scenes: int, classes: int) ->
 
 
 def measure(model: str, scenes: int) -> dict[str, Any]:
-    from dla_infer_node.backends.factory import BackendSettings, open_backend
-    from dla_infer_node.cli.evaluate import evaluation_detector
-
     backend, meta = open_backend(BackendSettings(metadata_path=model))
     rows = {}
     t0 = time.perf_counter()

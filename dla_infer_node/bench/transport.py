@@ -35,8 +35,10 @@ from typing import Any
 
 import numpy as np
 
+from dla_infer_node.bench.node_roles import ROLES
 from dla_infer_node.bench.role_stop import stop_all
 from dla_infer_node.bench.transport_roles import SIZES, LoopbackNetns, ShmLedger, role_publisher
+from dla_infer_node.bench.transport_table import markdown_table
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "config" / "fastdds_large_images.xml"
@@ -168,16 +170,13 @@ def orchestrate(args: argparse.Namespace) -> int:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
-    from dla_infer_node.bench.transport_table import markdown_table
-
     print(markdown_table(doc))
     print(f"bench_transport: wrote {args.out}")
     return 1 if any("error" in r for r in results) else 0
 
 
 def _receiver_role(role: str, args: argparse.Namespace) -> int:
-    from dla_infer_node.bench.node_roles import ROLES
-    from dla_infer_node.ros.node import has_events_executor
+    from dla_infer_node.ros.node import has_events_executor  # loads rclpy: receiver processes only
 
     role_args = argparse.Namespace(result=args.result, ready=args.ready, bare="raw", executor="single",
                                    peer_executor="events" if has_events_executor() else "single")

@@ -25,7 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from dla_infer_node.bags.bag_io import BagReader
+from dla_infer_node.bags.capture import Recorder
+from dla_infer_node.bags.replayer import import_message_type
 from dla_infer_node.cli import demo_report as rep
+from dla_infer_node.core.image_io import to_bgr8
 
 REPO = Path(__file__).resolve().parents[2]
 NS = "/demo"
@@ -77,7 +81,7 @@ def _detections(path: Path) -> list[rep.FrameResult]:
     from rclpy.serialization import deserialize_message
     from vision_msgs.msg import Detection2DArray
 
-    from dla_infer_node.bags.bag_io import BagReader
+    # ros_convert loads the ROS message packages: imported where the demo reads ROS messages, as above
     from dla_infer_node.ros.ros_convert import from_detection_array
 
     out = []
@@ -92,9 +96,6 @@ def _detections(path: Path) -> list[rep.FrameResult]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dla_infer_node.bags.bag_io import BagReader
-    from dla_infer_node.bags.capture import Recorder
-
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     env = _env()
@@ -170,8 +171,7 @@ def report(args: argparse.Namespace, out: Path, reader: Any, topic: Any, frames:
            image_rx: dict[int, int], counters: dict[str, str]) -> int:
     from rclpy.serialization import deserialize_message
 
-    from dla_infer_node.bags.replayer import import_message_type
-    from dla_infer_node.core.image_io import to_bgr8
+    # ros_convert loads the ROS message packages: imported where the demo reads ROS messages, as above
     from dla_infer_node.ros.ros_convert import frame_from_msg
 
     for fr in frames:

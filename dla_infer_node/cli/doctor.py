@@ -27,7 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dla_infer_node.backends import cuda_runtime as cr
+from dla_infer_node.backends.cudla import CudlaBackend, open_artifact
+from dla_infer_node.backends.cudla_errors import cudla_call, status_name
+from dla_infer_node.backends.factory import BackendSettings, open_backend
 from dla_infer_node.cli import doctor_platform
+from dla_infer_node.cli.doctor_platform import is_emulator, library_origin, mapped_libcudla
 from dla_infer_node.core.errors import DlaInferError
 
 STAGES = ("python", "platform", "runtime_library", "cuda", "dla_count", "artifact", "device", "loadable",
@@ -101,14 +106,10 @@ def _stage_python(rep: Report) -> Any:
 
 
 def _stage_runtime_library(rep: Report, cudla: Any) -> None:
-    from dla_infer_node.backends.cudla_errors import cudla_call
-
     try:
         version = cudla_call("runtime_library", "cudla.get_version", {}, cudla.get_version)
     except DlaInferError as exc:
         raise StageFailed("runtime_library", str(exc), exc.hint) from exc
-    from dla_infer_node.cli.doctor_platform import is_emulator, library_origin, mapped_libcudla
-
     path, emulated = mapped_libcudla(), is_emulator()
     rep.runtime.update({"cudla_library": path, "cudla_library_origin": library_origin(path, emulated),
                         "cudla_version": int(version), "dla_emulator": emulated})
@@ -117,8 +118,6 @@ def _stage_runtime_library(rep: Report, cudla: Any) -> None:
 
 
 def _stage_cuda(rep: Report) -> None:
-    from dla_infer_node.backends import cuda_runtime as cr
-
     try:
         v = cr.versions()
         n = cr.device_count()
@@ -130,8 +129,6 @@ def _stage_cuda(rep: Report) -> None:
 
 
 def _stage_dla_count(rep: Report, cudla: Any, core: int) -> None:
-    from dla_infer_node.backends.cudla_errors import cudla_call
-
     try:
         n = int(cudla_call("device", "cudla.device_get_count", {}, cudla.device_get_count))
     except DlaInferError as exc:
@@ -156,8 +153,6 @@ def _descriptor_table(descs: dict[str, list[dict[str, Any]]]) -> str:
 
 def _device_only(rep: Report, cudla: Any, core: int) -> None:
     """Without an artifact: create and destroy one hybrid-mode handle."""
-    from dla_infer_node.backends.cudla_errors import cudla_call
-
     try:
         dev = cudla_call("device", "cudla.create_device", {"dla_core": core, "mode": "Mode.CUDA_DLA"},
                          cudla.create_device, core, int(cudla.Mode.CUDA_DLA))
@@ -169,8 +164,6 @@ def _device_only(rep: Report, cudla: Any, core: int) -> None:
 
 def _stages_with_artifact(rep: Report, args: argparse.Namespace) -> None:
     import numpy as np
-
-    from dla_infer_node.backends.cudla import CudlaBackend, open_artifact
 
     try:
         artifact = open_artifact(args.loadable or "", args.artifact or "")
@@ -203,8 +196,6 @@ def _stages_with_artifact(rep: Report, args: argparse.Namespace) -> None:
             status = backend.dla_status()
         except DlaInferError as exc:
             raise StageFailed("submit", str(exc), exc.hint) from exc
-        from dla_infer_node.backends.cudla_errors import status_name
-
         if status != 0:
             raise StageFailed("submit",
                               f"task ran but cudla.get_last_error = {status_name(status)} ({status})")
@@ -223,8 +214,6 @@ def _stage_compare(rep: Report, args: argparse.Namespace, backend: Any) -> None:
     """The DLA's outputs on one image against the ONNX model on the CPU (onnxruntime backend)."""
     import cv2
     import numpy as np
-
-    from dla_infer_node.backends.factory import BackendSettings, open_backend
 
     if not args.onnx_meta:
         raise StageFailed("compare", "--image needs --onnx-meta (the ONNX model's metadata YAML)")

@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from dla_infer_node.artifact import trt_support
+from dla_infer_node.backends import cuda_runtime as cr
+from dla_infer_node.backends.cudla import open_artifact
+from dla_infer_node.backends.cudla_errors import status_name
 from dla_infer_node.core.errors import DlaInferError
 
 # L4T major -> JetPack line (NVIDIA's JetPack release table: L4T 35 = JetPack 5, 36 = 6, 38 = 7)
@@ -105,8 +108,6 @@ def is_emulator() -> bool:
 
 def cuda_facts() -> dict[str, Any]:
     try:
-        from dla_infer_node.backends import cuda_runtime as cr
-
         v = cr.versions()
         return {"cuda_driver": v["driver"], "cuda_runtime": v["runtime"]}
     except Exception as exc:  # informational here; the cuda stage reports the failure properly
@@ -178,8 +179,6 @@ def stage(rep: Any, cudla: Any, args: Any) -> None:
     build = None
     if args.loadable or args.artifact:
         try:
-            from dla_infer_node.backends.cudla import open_artifact
-
             build = dict(open_artifact(args.loadable or "", args.artifact or "").build)
         except DlaInferError:
             build = None  # the artifact stage reports why
@@ -207,8 +206,6 @@ def task_statistics(rep: Any, backend: Any) -> None:
         n = cudla.module_get_attributes(backend._module, int(attr))
         rep.runtime["task_statistics"] = {"num_output_task_statistics": int(n)}
     except Exception as exc:
-        from dla_infer_node.backends.cudla_errors import status_name
-
         status = getattr(exc, "status", None)
         why = status_name(status) if status is not None else str(exc)
         rep.runtime["task_statistics"] = f"not available: {why}"

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dla_infer_node.bags.bag_frames import image_frames
 from dla_infer_node.core.errors import InputError, ParameterError
 from dla_infer_node.core.image_io import IMAGE_FILE_SUFFIXES, read_image_file
 
@@ -137,8 +138,6 @@ def stamp_name(sec: int, nanosec: int) -> str:
 
 def bag_frames(bag: Path, topic: str, labels: Path, classes: Sequence[str], notes: DatasetNotes
                ) -> Iterator[LabelledFrame]:
-    from dla_infer_node.bags.bag_frames import image_frames
-
     table = read_coco(labels, classes, notes)
     for image, encoding, header in image_frames(bag, topic, "evaluate"):
         name = stamp_name(header.sec, header.nanosec)

@@ -47,7 +47,7 @@ def image_subscription(node: Node, msg_type: Any, topic: str, qos: QoSProfile, o
                        ) -> tuple[Subscription[Any], Callable[[], int]]:
     """The raw (serialized) image subscription and a function counting its matched publishers;
     ``with_info=False`` never asks for the message info (the EventsExecutor, see the module docstring);
-    ``on_incompatible_qos`` gets the middleware's incompatible-QoS event (issue 18's health source)."""
+    ``on_incompatible_qos`` gets the middleware's incompatible-QoS event (a source of the input health)."""
     callback: Callable[..., None] = on_image
     if not (with_info and message_info_supported()):  # Humble: the executor calls callback(msg)
         def callback(raw: bytes) -> None:

@@ -1,7 +1,7 @@
 """Everything the node watches about its input besides the frames' content, for both node kinds.
 
-- the input monitor (issue 23): frames lost between publisher and node, silent matched publishers;
-- the input health (issue 18): failed / unusable / dropped frames, publishers with an incompatible QoS;
+- the input monitor: frames lost between publisher and node, silent matched publishers;
+- the input health: failed / unusable / dropped frames, publishers with an incompatible QoS;
 - the image codecs' own stderr messages (libjpeg, libpng), routed through the node's throttled logger.
 
 :meth:`InputWatch.subscribe` makes the image subscription wired to all of it; :meth:`sources` are the

@@ -99,7 +99,7 @@ def test_qdq_onnx_runs_and_tracks_the_fp32_model(calibrated: dict[str, Any]) -> 
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     b = ort.InferenceSession(str(calibrated["qdq"]), opts, providers=["CPUExecutionProvider"])
     # int8 rounding, not a different network. The same Q/DQ graph runs less exactly on older ONNX Runtime
-    # (fp16 heads and io): shipped run 10 measures 0.995+ on ORT 1.32 but 0.971-0.987 on 1.23 (run 9: 0.991)
+    # (fp16 heads and io): an earlier shipped model measured 0.995+ on ORT 1.32 but 0.971-0.987 on 1.23
     floor = 0.98 if tuple(int(v) for v in ort.__version__.split(".")[:2]) >= (1, 32) else 0.95
     for feed in feeds:
         half = {k: v.astype(np.float16) for k, v in feed.items()}
@@ -210,7 +210,7 @@ def test_models_readme_table_is_the_benchmark_json() -> None:
     doc = json.loads((REPO / "bench" / "results" / "quantized_accuracy.json").read_text())
     assert table(doc) in (REPO / "models" / "README.md").read_text()
     assert all(row["meets_target"] for key, row in doc["results"].items()
-               if key in ("fp16", "int8_minmax"))  # the defaults meet issue 24's targets
+               if key in ("fp16", "int8_minmax"))  # the defaults meet their targets
 
 
 def test_qdq_and_fp16_onnx_score_like_fp32_through_the_pipeline(calibrated: dict[str, Any]) -> None:

@@ -52,7 +52,7 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path: Path, make: str) -> None:
 def test_untrimmed_ultralytics_export_names_head_nodes(name: str) -> None:
     path = YOLO_FIXTURES / name
     if not path.is_file():
-        pytest.skip(f"{path} absent: ultralytics exports are made by the fixture script of issue 22")
+        pytest.skip(f"{path} absent: ultralytics exports are made by tools/make_yolo_fixtures.py")
     done = run_cli(str(path))
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr
     report = json.loads(run_cli(str(path), "--json").stdout)

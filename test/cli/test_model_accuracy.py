@@ -4,8 +4,8 @@
   figure recorded in models/shapes_yolo.meta.yaml, so a regression in preprocessing, decoding, NMS or the
   letterbox mapping shows up here.
 * end to end through ``python -m dla_infer_node.cli.detect --json`` on 100 fresh PNG scenes: the share of
-  ground-truth objects found with the right class and IoU >= 0.7 (issue target: >= 95 %).
-Each figure has a hard regression floor and a separate check of the issue's target, which xfails (with the
+  ground-truth objects found with the right class and IoU >= 0.7 (target: >= 95 %).
+Each figure has a hard regression floor and a separate check of its target, which xfails (with the
 measured value in its reason) while the shipped model does not reach it.
 Seeds come from ranges never used in training (see dla_infer_node.cli.evaluate).
 """
@@ -30,11 +30,8 @@ META = ROOT / "models" / "shapes_yolo.meta.yaml"
 MAP50_TARGET, MAP50_95_TARGET = 0.90, 0.60
 E2E_SCENES, E2E_RECALL_TARGET, E2E_IOU = 100, 0.95, 0.7
 # Regression floors: the shipped model must not fall below these (a few points under its measurement on
-# these exact sets). The issue's targets above are checked separately and reported as xfail while unmet.
-# Issue 20's run 31 (trained mostly on other scenes, for held-out robustness) measures 0.979 / 0.755 here
-# and 0.935 end to end; run 12 0.976 / 0.762 and 0.934; run 11 0.977 / 0.762 and 0.945; run 10 0.972 /
-# 0.726 and 0.917; run 9 0.948 / 0.672 and 0.893; run 8, before issue 20, 0.979 / 0.770 and 0.956
-# (models/README.md, "Away from the training data").
+# these exact sets: 0.979 / 0.755 and 0.935 end to end; earlier models' figures: models/TRAINING_LOG.md).
+# The targets above are checked separately and reported as xfail while unmet.
 MAP50_FLOOR, MAP50_95_FLOOR, E2E_RECALL_FLOOR = 0.96, 0.73, 0.92
 
 
@@ -140,7 +137,7 @@ def test_evaluate_no_regression(eval_result: EvalResult) -> None:
 
 def test_evaluate_meets_issue_targets(eval_result: EvalResult) -> None:
     if eval_result.map50 < MAP50_TARGET or eval_result.map50_95 < MAP50_95_TARGET:
-        pytest.xfail(f"shipped model below the issue's targets: mAP50={eval_result.map50:.3f} "
+        pytest.xfail(f"shipped model below its targets: mAP50={eval_result.map50:.3f} "
                      f"(target {MAP50_TARGET}), mAP50_95={eval_result.map50_95:.3f} "
                      f"(target {MAP50_95_TARGET})")
 

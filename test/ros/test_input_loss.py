@@ -1,6 +1,6 @@
 """Input liveness over real DDS: the node as its own process with the default QoS (best effort), frames
 from this test's process. Small frames arrive and /diagnostics stays OK; a publisher that goes quiet turns
-it WARN (stall); VGA rgb8 frames over the default Fast DDS settings are lost on the way (issue 23 measured
+it WARN (stall); VGA rgb8 frames over the default Fast DDS settings are lost on the way (measured:
 0 of 20 arriving) and /diagnostics shows WARN with the loss ratio and the remedy within a few seconds.
 """
 

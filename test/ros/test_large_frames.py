@@ -139,7 +139,7 @@ def test_1080p_at_30hz_with_profile_node_receives_nearly_all(rig: dict[str, Any]
     assert got >= 0.9 * sent, f"node frames_in {got} of {sent} 1080p frames with the profile"
 
 
-@pytest.mark.skipif(not HAS_INPUT_MONITOR, reason="needs ros/input_monitor.py (issue 23 item 1)")
+@pytest.mark.skipif(not HAS_INPUT_MONITOR, reason="needs ros/input_monitor.py (the input monitor)")
 def test_without_profile_the_loss_shows_in_diagnostics(rig: dict[str, Any]) -> None:
     node = rig["node"](False)
     cam = rig["camera"](False, "VGA", 90, 30.0)

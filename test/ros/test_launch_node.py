@@ -3,7 +3,7 @@
 Feeds synthetic VGA (640x480 rgb8) scenes at 10 Hz best effort, as a camera driver would, asserts
 detections arrive with the input's header and that /diagnostics counted no frame lost on the way, and after
 shutdown asserts every process exited with code 0. VGA over default Fast DDS settings is lost between
-processes (issue 23), so: when config/fastdds_large_images.xml exists, this process and the node (its
+processes, so: when config/fastdds_large_images.xml exists, this process and the node (its
 child) load it through FASTDDS_DEFAULT_PROFILES_FILE, with the shipped config unchanged; without it, node
 and feeder fall back to reliable QoS (a copy of cpu_demo.yaml with qos_reliability: reliable). Needs a ROS 2
 install with launch_testing (``colcon test``, or ``launch_test test/ros/test_launch_node.py``) and the package

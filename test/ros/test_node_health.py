@@ -104,7 +104,7 @@ def test_live_parameters_follow_the_startup_rule_and_name_types(rig: Rig) -> Non
 
 
 @pytest.mark.skipif(importlib.util.find_spec("dla_infer_node.ros.input_monitor") is None,
-                    reason="needs issue 23's input_monitor (stall while a publisher is matched)")
+                    reason="needs the input_monitor (stall while a publisher is matched)")
 def test_zero_length_sample_on_reliable_stream_shows_in_diagnostics(rig: Rig) -> None:
     # a zero-length serialized sample on a RELIABLE stream stalls the subscription with Fast DDS (see
     # docs in health.py); the stall detector must raise WARN while the publisher stays matched

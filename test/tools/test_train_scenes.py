@@ -1,5 +1,5 @@
-"""tools/train_scenes.py, the broad training scenes of issue 20: deterministic, labels that match what is
-drawn, and the coverage the issue asks for (sizes up to most of the frame, outlines, frame shapes).
+"""tools/train_scenes.py, the broad training scenes: deterministic, labels that match what is
+drawn, and the coverage they are for (sizes up to most of the frame, outlines, frame shapes).
 
 Training-time code, but it needs only numpy and OpenCV, so the core suite checks it without torch.
 """

@@ -114,7 +114,7 @@ def test_node_runs_the_compiled_artifact_with_backend_cudla(built: dict[str, Pat
         diags = probe.collect(DiagnosticArray, "/diagnostics")
         probe.spin_until(lambda: pub.get_subscription_count() > 0 or node.proc.poll() is not None, 60)
         # 320x240 (230 kB): a 640x480 raw frame at best effort from another process is lost with Fast
-        # DDS's default shared-memory segment (issue 23), which is not what this test is about
+        # DDS's default shared-memory segment, which is not what this test is about
         frame = np.full((240, 320, 3), 90, np.uint8)
         got = probe.spin_until(lambda: dets or node.proc.poll() is not None, 90,
                                every=lambda: pub.publish(image_msg(frame, "rgb8", 4242)), period=2.0)

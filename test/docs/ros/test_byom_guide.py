@@ -136,7 +136,7 @@ def test_node_lines(guide: dict, which: str, ros_env: dict[str, str], tmp_path: 
                               or node.proc.poll() is not None, 90)
         assert ok and node.proc.poll() is None, node.output()
         # a 640x480 raw frame from this (test) process is lost with Fast DDS's default shared-memory
-        # segment at best effort (issue 23; the guide's node command sets no profile): send the scene at
+        # segment at best effort (the guide's node command sets no profile): send the scene at
         # 320x240 (230 kB, delivered) and compare with `detect` on that same frame
         small = cv2.resize(cv2.imread(str(guide["work"] / "samples" / "scene_30000001.png")), (320, 240),
                            interpolation=cv2.INTER_AREA)
