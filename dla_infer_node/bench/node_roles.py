@@ -230,8 +230,6 @@ def _time_stages(clock: StageClock) -> None:
 def emulated_dla_cpu_s() -> float:
     """CPU seconds the DLA EMULATOR's task programs took in this process (0 without the emulator): on a
     Jetson that work is the DLA's, so the benchmark leaves it out of the node's CPU per frame."""
-    import ctypes
-
     try:
         fn = ctypes.CDLL(None).dlaEmuHostCpuNs
     except (AttributeError, OSError):
