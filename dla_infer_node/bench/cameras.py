@@ -196,6 +196,10 @@ def markdown_table(doc: dict[str, Any]) -> str:
     rows = ["| cameras | DLA cores | processes | taken in | processed | latency p50 / p95 (ms) | RSS (MB) | "
             "CPU (% of a core) | GPU memory (MB) |", "|" + " --- |" * 9]
     for r in doc["runs"]:
+        if "failed" in r:
+            rows.append(f"| {r['cameras']} | {r['cores']} | {r['mode'].replace('_', ' ')} | failed: "
+                        f"{r['failed']} | | | | | |")
+            continue
         gpu = "n/a" if r["gpu_mem_mb"] is None else f"{r['gpu_mem_mb']:.0f}"
         rows.append(f"| {r['cameras']} | {r['cores']} | {r['processes']} ({r['mode'].replace('_', ' ')}) | "
                     f"{100 * r['taken_in_ratio']:.1f} % | {100 * r['processed_ratio']:.1f} % | "
@@ -227,18 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         env.pop(name, None)
         if args.profile == "shipped":
             env[name] = str(PROFILE)
-    runs = []
-    for n in (int(x) for x in args.cameras.split(",")):
-        for cores in (int(x) for x in args.cores.split(",")):
-            for mode in args.modes.split(","):
-                if (n == 1 and mode == "per_camera") or cores > max(n, 1):
-                    continue  # one camera: both ways are one process; more cores than cameras: idle cores
-                run = run_config(args, env, n, cores, mode)
-                runs.append(run)
-                print(f"{n} camera(s), {cores} core(s), {mode}: taken in {run['taken_in_ratio']:.3f}, "
-                      f"processed {run['processed_ratio']:.3f}, latency p50/p95 {run['latency_ms']['p50']}/"
-                      f"{run['latency_ms']['p95']} ms, RSS {run['rss_mb']} MB, CPU "
-                      f"{run['cpu_core_percent']} %, GPU {run['gpu_mem_mb']} MB", flush=True)
+    runs: list[dict[str, Any]] = []
     doc = {"benchmark": "several cameras: one node process vs one process per camera",
            "stream": {"width": args.width, "height": args.height, "encoding": "rgb8", "rate_hz": args.rate,
                       "seconds": args.duration, "qos": f"best_effort, node depth {args.qos_depth}",
@@ -251,7 +244,22 @@ def main(argv: list[str] | None = None) -> int:
                        "python": platform.python_version()},
            "when": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    for n in (int(x) for x in args.cameras.split(",")):
+        for cores in (int(x) for x in args.cores.split(",")):
+            for mode in args.modes.split(","):
+                if (n == 1 and mode == "per_camera") or cores > max(n, 1):
+                    continue  # one camera: both ways are one process; more cores than cameras: idle cores
+                try:
+                    run = run_config(args, env, n, cores, mode)
+                except SystemExit as exc:  # one configuration failed (its logs are printed): the others run
+                    run = {"cameras": n, "cores": cores, "mode": mode, "failed": str(exc)}
+                runs.append(run)
+                args.out.write_text(json.dumps(doc, indent=1) + "\n")  # after each: a cut-off run keeps them
+                if "failed" not in run:
+                    print(f"{n} camera(s), {cores} core(s), {mode}: taken in {run['taken_in_ratio']:.3f}, "
+                          f"processed {run['processed_ratio']:.3f}, latency p50/p95 "
+                          f"{run['latency_ms']['p50']}/{run['latency_ms']['p95']} ms, RSS {run['rss_mb']} MB, CPU "
+                          f"{run['cpu_core_percent']} %, GPU {run['gpu_mem_mb']} MB", flush=True)
     print(markdown_table(doc))
     print(f"bench_cameras: wrote {args.out}")
     return 0

@@ -289,7 +289,8 @@ def orchestrate(args: argparse.Namespace) -> int:
     print(f"latency p50 bare {lat['bare_p50']:.2f} ms, node {lat['node_p50']:.2f} ms; "
           f"added per frame p50 {result['added_ms_per_frame']['p50']:.2f} ms "
           f"(p95 {result['added_ms_per_frame']['p95']:.2f}; per round {[round(v, 2) for v in per_round]}; "
-          f"target <= {added_max}); against the bare subscriber's receive time {_pct(uncorrected, 50):.2f} ms, "
+          f"target <= {added_max}); against the bare subscriber's receive time "
+          f"{_pct(uncorrected, 50):.2f} ms, "
           f"of which transport order (node receive - bare receive) {_pct(order, 50):.2f} ms")
     print(f"CPU per frame: node {cpu['node']['ms_per_frame']:.3f} ms, bare subscriber "
           f"{cpu['bare']['ms_per_frame']:.3f} ms, ratio {cpu['ratio_node_to_bare']:.2f} (target <= 1.5 with "
