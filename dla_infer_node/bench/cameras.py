@@ -258,8 +258,9 @@ def main(argv: list[str] | None = None) -> int:
                 if "failed" not in run:
                     print(f"{n} camera(s), {cores} core(s), {mode}: taken in {run['taken_in_ratio']:.3f}, "
                           f"processed {run['processed_ratio']:.3f}, latency p50/p95 "
-                          f"{run['latency_ms']['p50']}/{run['latency_ms']['p95']} ms, RSS {run['rss_mb']} MB, "
-                          f"CPU {run['cpu_core_percent']} %, GPU {run['gpu_mem_mb']} MB", flush=True)
+                          f"{run['latency_ms']['p50']}/{run['latency_ms']['p95']} ms, "
+                          f"RSS {run['rss_mb']} MB, CPU {run['cpu_core_percent']} %, GPU {run['gpu_mem_mb']} MB",
+                          flush=True)
     print(markdown_table(doc))
     print(f"bench_cameras: wrote {args.out}")
     return 0
