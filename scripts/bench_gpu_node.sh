@@ -19,9 +19,10 @@ art="$("$VENV/bin/python" -m emulator.network_build --out build/bench-gpu-node -
        --output chw16 | tail -n 1)"
 loadable="${art%.yaml}"
 cudla=(--node-wrapper emulator.network_host --node-param backend:=cudla --node-param "loadable_path:=$loadable")
+# four cameras on two cores first: the configuration the several-cameras section is about
+"$VENV/bin/python" -m dla_infer_node.bench.cameras --cameras 4,2,1 --cores 2,1 \
+    --duration "${BENCH_GPU_CAMERAS_SECONDS:-8}" "${cudla[@]}" --out bench/results/cameras.json
 "$VENV/bin/python" -m dla_infer_node.bench.node --camera --rounds 1 --duration "${BENCH_GPU_NODE_SECONDS:-20}" \
     "${cudla[@]}" --out bench/results/node_camera_cudla.json
 "$VENV/bin/python" -m dla_infer_node.bench.node --camera --rounds 1 --duration "${BENCH_GPU_NODE_SECONDS:-20}" \
     --out bench/results/node_camera_gpu_host.json
-"$VENV/bin/python" -m dla_infer_node.bench.cameras --duration "${BENCH_GPU_CAMERAS_SECONDS:-8}" "${cudla[@]}" \
-    --out bench/results/cameras.json

@@ -191,6 +191,14 @@ def run_config(args: argparse.Namespace, env: dict[str, str], n: int, cores: int
         }
 
 
+def _summary(run: dict[str, Any]) -> str:
+    lat = run["latency_ms"]
+    return (f"{run['cameras']} camera(s), {run['cores']} core(s), {run['mode']}: taken in "
+            f"{run['taken_in_ratio']:.3f}, processed {run['processed_ratio']:.3f}, latency p50/p95 "
+            f"{lat['p50']}/{lat['p95']} ms, RSS {run['rss_mb']} MB, CPU {run['cpu_core_percent']} %, "
+            f"GPU {run['gpu_mem_mb']} MB")
+
+
 def markdown_table(doc: dict[str, Any]) -> str:
     """The README's table of a result file."""
     rows = ["| cameras | DLA cores | processes | taken in | processed | latency p50 / p95 (ms) | RSS (MB) | "
@@ -256,11 +264,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(run)
                 args.out.write_text(json.dumps(doc, indent=1) + "\n")  # after each: a cut-off run keeps them
                 if "failed" not in run:
-                    print(f"{n} camera(s), {cores} core(s), {mode}: taken in {run['taken_in_ratio']:.3f}, "
-                          f"processed {run['processed_ratio']:.3f}, latency p50/p95 "
-                          f"{run['latency_ms']['p50']}/{run['latency_ms']['p95']} ms, "
-                          f"RSS {run['rss_mb']} MB, CPU {run['cpu_core_percent']} %, GPU {run['gpu_mem_mb']} MB",
-                          flush=True)
+                    print(_summary(run), flush=True)
     print(markdown_table(doc))
     print(f"bench_cameras: wrote {args.out}")
     return 0
