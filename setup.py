@@ -40,7 +40,7 @@ setup(
             f"dla_doctor = {PACKAGE}.cli.doctor:main",
             f"evaluate = {PACKAGE}.cli.evaluate:main",
             f"demo = {PACKAGE}.cli.demo:main",
-            f"dla_build = {PACKAGE}.artifact.build_cli:main",
+            f"dla_build = {PACKAGE}.dla_build.build_cli:main",
         ],
     },
 )

@@ -10,7 +10,7 @@ sha256). What each precision runs on the emulated DLA:
   after every float node output, so each activation is stored with fp16 precision; arithmetic inside a
   layer is fp32 (ONNX Runtime's CPU provider has no fp16 convolutions). I/O tensors are fp16 in the DLA
   layouts. Not imitated: TensorRT's fp16 kernels (accumulation order, fused layers' skipped roundings).
-* int8 -- the Q/DQ model of ``dla_build calibrate`` (``artifact.calibrate.quantize``: ONNX Runtime's
+* int8 -- the Q/DQ model of ``dla_build calibrate`` (``dla_build.calibrate.quantize``: ONNX Runtime's
   calibrator and QDQ quantizer, minmax ranges, per-channel symmetric int8 weights, per-tensor symmetric
   int8 activations, TensorRT's scheme) from training-range synthetic scenes through the package's own
   preprocess, with ``--int8-heads`` (int8 outputs need their scales) and float32 elsewhere. The input
@@ -85,7 +85,7 @@ def calibration_frames(count: int, first_seed: int = CALIB_FIRST_SEED) -> Iterat
 
 def int8_network(work: Path, frames: int = 24, onnx_path: Path = MODEL) -> tuple[bytes, dict[str, float]]:
     """(QDQ ONNX bytes, int8 scale per I/O tensor name). Cached in ``work`` by source sha and frames."""
-    from dla_infer_node.artifact.calibrate import quantize
+    from dla_infer_node.dla_build.calibrate import quantize
 
     src = onnx_path.read_bytes()
     tag = f"{hashlib.sha256(src).hexdigest()[:16]}_{frames}_calibrate"

@@ -62,8 +62,9 @@ def write_fp16(folder: Path) -> Path:
     return dst
 
 
-def write_qdq(folder: Path, name: str = "shapes_yolo.qdq.onnx") -> Path:
-    """Q/DQ on the image input (symmetric int8, zero point 0): consumers read the dequantized tensor."""
+def write_qdq(folder: Path, name: str = "shapes_yolo.qdq.onnx", zero_point: np.ndarray | None = None) -> Path:
+    """Q/DQ on the image input (symmetric int8, zero point 0 unless given): consumers read the dequantized
+    tensor."""
     import onnx
     from onnx import helper, numpy_helper
 
@@ -74,7 +75,8 @@ def write_qdq(folder: Path, name: str = "shapes_yolo.qdq.onnx") -> Path:
             if x == src:
                 node.input[i] = f"{src}_dq"
     m.graph.initializer.extend([numpy_helper.from_array(np.array(IN_SCALE, np.float32), f"{src}_scale"),
-                                numpy_helper.from_array(np.array(0, np.int8), f"{src}_zp")])
+                                numpy_helper.from_array(np.array(0, np.int8) if zero_point is None
+                                                        else zero_point, f"{src}_zp")])
     q = helper.make_node("QuantizeLinear", [src, f"{src}_scale", f"{src}_zp"], [f"{src}_q"])
     dq = helper.make_node("DequantizeLinear", [f"{src}_q", f"{src}_scale", f"{src}_zp"], [f"{src}_dq"])
     m.graph.node.insert(0, dq)

@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from dla_infer_node.artifact.lint_graph import lint
+from dla_infer_node.dla_build.lint_graph import lint
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "models" / "shapes_yolo.onnx"

@@ -27,7 +27,8 @@ def _const(inits: list[onnx.TensorProto], name: str, value: np.ndarray) -> str:
     return name
 
 
-def build_v8_final(path: Path, seed: int = 0) -> None:
+def build_v8_final(path: Path, seed: int = 0, nc: int = V8_NC) -> None:
+    """``nc`` classes; ``nc = 4*REG_MAX`` gives box and class convs of the same width."""
     rng = np.random.default_rng(seed)
     nodes: list[onnx.NodeProto] = []
     inits: list[onnx.TensorProto] = []
@@ -43,12 +44,12 @@ def build_v8_final(path: Path, seed: int = 0) -> None:
         nodes.append(helper.make_node("Relu", [f"stem{i}"], [f"feat{i}"]))
         _const(inits, f"box_w{i}", rng.normal(0, 0.8, (4 * REG_MAX, 8, 1, 1)).astype(np.float32))
         _const(inits, f"box_b{i}", rng.normal(0, 1.0, (4 * REG_MAX,)).astype(np.float32))
-        _const(inits, f"cls_w{i}", rng.normal(0, 1.5, (V8_NC, 8, 1, 1)).astype(np.float32))
-        _const(inits, f"cls_b{i}", np.full(V8_NC, -2.0, np.float32))
+        _const(inits, f"cls_w{i}", rng.normal(0, 1.5, (nc, 8, 1, 1)).astype(np.float32))
+        _const(inits, f"cls_b{i}", np.full(nc, -2.0, np.float32))
         nodes.append(helper.make_node("Conv", [f"feat{i}", f"box_w{i}", f"box_b{i}"], [f"/head/box{i}"]))
         nodes.append(helper.make_node("Conv", [f"feat{i}", f"cls_w{i}", f"cls_b{i}"], [f"/head/cls{i}"]))
         _const(inits, f"shape_box{i}", np.array([1, 4 * REG_MAX, h * w], np.int64))
-        _const(inits, f"shape_cls{i}", np.array([1, V8_NC, h * w], np.int64))
+        _const(inits, f"shape_cls{i}", np.array([1, nc, h * w], np.int64))
         nodes.append(helper.make_node("Reshape", [f"/head/box{i}", f"shape_box{i}"], [f"box_flat{i}"]))
         nodes.append(helper.make_node("Reshape", [f"/head/cls{i}", f"shape_cls{i}"], [f"cls_flat{i}"]))
         box_flat.append(f"box_flat{i}")
@@ -84,10 +85,11 @@ def build_v8_final(path: Path, seed: int = 0) -> None:
     ]
     graph = helper.make_graph(
         nodes, "v8_like", [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, V8_H, V8_W])],
-        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 4 + V8_NC, n])], inits)
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 4 + nc, n])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    helper.set_model_props(model, {"names": repr(V8_NAMES), "stride": "32", "imgsz": f"[{V8_H}, {V8_W}]"})
+    names = {i: f"thing{i}" for i in range(nc)}
+    helper.set_model_props(model, {"names": repr(names), "stride": "32", "imgsz": f"[{V8_H}, {V8_W}]"})
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
 

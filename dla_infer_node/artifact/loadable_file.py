@@ -1,6 +1,6 @@
 """The loadable file itself: a regular, readable, non-empty file below a size cap, with its sha256 checked.
 
-Split from :mod:`sidecar` (which re-exports these names) so each module stays one subject.
+It knows paths and digests only; :func:`sidecar.read_loadable` hands it what the sidecar says.
 """
 
 from __future__ import annotations
@@ -9,12 +9,8 @@ import hashlib
 import os
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dla_infer_node.core.errors import ModelError
-
-if TYPE_CHECKING:
-    from dla_infer_node.artifact.sidecar import Artifact
 
 MAX_LOADABLE_BYTES = 512 * 1024 * 1024  # a YOLO-sized loadable is tens of MiB; more means a wrong file
 
@@ -41,17 +37,18 @@ def check_loadable_file(path: str | Path, max_bytes: int = MAX_LOADABLE_BYTES) -
     return p
 
 
-def read_loadable(artifact: Artifact, max_bytes: int = MAX_LOADABLE_BYTES) -> bytes:
-    """The loadable's bytes, after the file checks and (when the sidecar has one) the sha256 check."""
-    p = check_loadable_file(artifact.loadable_path, max_bytes)
+def read_checked(path: str | Path, sha256: str | None, sidecar: str | Path,
+                 max_bytes: int = MAX_LOADABLE_BYTES) -> bytes:
+    """The loadable's bytes, after the file checks and (when ``sha256`` is given) the digest check against
+    the one the ``sidecar`` records."""
+    p = check_loadable_file(path, max_bytes)
     data = p.read_bytes()
     if len(data) > max_bytes:  # the file grew between stat and read
         raise ModelError("loadable changed while reading", call="read_loadable", params={"path": str(p)})
-    if artifact.loadable_sha256:
+    if sha256:
         digest = hashlib.sha256(data).hexdigest()
-        if digest != artifact.loadable_sha256.lower():
-            raise ModelError(f"sha256 {digest} != {artifact.loadable_sha256} in the sidecar",
-                             call="read_loadable",
-                             params={"path": str(p), "sidecar": str(artifact.sidecar_path)},
+        if digest != sha256.lower():
+            raise ModelError(f"sha256 {digest} != {sha256} in the sidecar",
+                             call="read_loadable", params={"path": str(p), "sidecar": str(sidecar)},
                              hint="the loadable was rebuilt or replaced: rebuild the sidecar with it")
     return data

@@ -7,12 +7,15 @@ tensors use or how to decode its outputs, so a sidecar file next to it does. Sid
     loadable: model.loadable          # optional; relative to the sidecar (else the path given at startup)
     loadable_sha256: <hex>            # optional; checked before any byte reaches the driver
     emulated: false                   # true only for DLA EMULATOR test artifacts
-    source_model: {path: model.onnx, sha256: <hex>, revision: <git/tag>}
+    source_model: {path: ../models/model.onnx, sha256: <hex>, revision: <git/tag>}  # path: from the sidecar
     build:
       tool: trtexec
       tensorrt_version: "10.3.0"
       command: "trtexec --onnx=model.onnx --useDLACore=0 --int8 --buildDLAStandalone
                 --inputIOFormats=int8:dla_hwc4 --outputIOFormats=fp16:chw16 --saveEngine=model.loadable"
+      working_directory: /home/me/project   # where the command ran (its paths are relative to it)
+      built_from: {path: ..., sha256: ...}       # dla_build records file paths relative to the sidecar,
+      precision_source: {kind: ..., path: ...}   # so the folder can be copied with its loadable
     tensors:
       inputs:  [{name: images, format: hwc4, dtype: int8, shape: [1, 3, 640, 640], scale: 0.00787}]
       outputs: [{name: p3, format: chw16, dtype: fp16, shape: [1, 255, 80, 80]}, ...]
@@ -35,7 +38,7 @@ from typing import Any
 # the loadable's file checks live in loadable_file; re-exported here, where callers have always found them
 from dla_infer_node.artifact.loadable_file import MAX_LOADABLE_BYTES as MAX_LOADABLE_BYTES
 from dla_infer_node.artifact.loadable_file import check_loadable_file as check_loadable_file
-from dla_infer_node.artifact.loadable_file import read_loadable as read_loadable
+from dla_infer_node.artifact.loadable_file import read_checked
 from dla_infer_node.core.errors import ModelError
 from dla_infer_node.core.model_meta import ModelMetadata, load_metadata, parse_metadata
 from dla_infer_node.core.output_shapes import check_output_shapes
@@ -276,3 +279,8 @@ def default_sidecar(loadable: str | Path) -> Path:
     """``model.loadable`` -> ``model.loadable.yaml``."""
     p = Path(loadable)
     return p.with_name(p.name + ".yaml")
+
+
+def read_loadable(artifact: Artifact, max_bytes: int = MAX_LOADABLE_BYTES) -> bytes:
+    """The loadable's bytes, after the file checks and (when the sidecar has one) the sha256 check."""
+    return read_checked(artifact.loadable_path, artifact.loadable_sha256, artifact.sidecar_path, max_bytes)

@@ -79,23 +79,35 @@ def format_version(v: Version) -> str:
     return f"{v[0]}.{v[1]}.{v[2]}"
 
 
+def version_code(v: Version | str) -> int:
+    """TensorRT's own integer for a version (``NV_TENSORRT_VERSION``), as its banner and calibration cache
+    header print it: ``major*10000 + minor*100 + patch`` from TensorRT 10 on (10.3.0 -> 100300), and
+    ``major*1000 + minor*100 + patch`` before (8.6.1 -> 8601)."""
+    major, minor, patch = parse_version(v) if isinstance(v, str) else v
+    return major * (10000 if major >= 10 else 1000) + minor * 100 + patch
+
+
+def from_code(n: int) -> Version:
+    """The inverse of :func:`version_code` (six digits: 10.x and later; four: 8.x/9.x)."""
+    return (n // 10000, n // 100 % 100, n % 100) if n >= 100000 else (n // 1000, n // 100 % 10, n % 100)
+
+
 # trtexec prints "&&&& RUNNING TensorRT.trtexec [TensorRT v100300] ..." and "[I] TensorRT version: 10.3.0"
-_BANNER = re.compile(r"TensorRT[ .\w]*?\[?\s*v(\d{5,6})\]?")
+_BANNER = re.compile(r"TensorRT[ .\w]*?\[?\s*v(\d{4,6})\]?")
 _DOTTED = re.compile(r"TensorRT version:?\s*v?(\d+\.\d+(?:\.\d+)*)", re.IGNORECASE)
 
 
 def parse_trtexec_version(output: str) -> Version | None:
     """The TensorRT version in ``trtexec --version`` output (or any log with its banner), else None.
 
-    The banner encodes ``major*10000 + minor*100 + patch``: ``v100300`` is 10.3.0, ``v110401`` 11.4.1.
+    The banner carries :func:`version_code`: ``v100300`` is 10.3.0, ``v110401`` 11.4.1, ``v8601`` 8.6.1.
     """
     m = _DOTTED.search(output)
     if m:
         return parse_version(m.group(1))
     m = _BANNER.search(output)
     if m:
-        n = int(m.group(1))
-        return n // 10000, n // 100 % 100, n % 100
+        return from_code(int(m.group(1)))
     return None
 
 

@@ -49,16 +49,11 @@ from dla_infer_node.backends.input_path import InputPath, make_input_path
 from dla_infer_node.core.backend import RawOutputs
 from dla_infer_node.core.errors import BackendError, ModelError, ParameterError
 from dla_infer_node.core.model_meta import ModelMetadata, load_metadata
+from dla_infer_node.core.settings import validate_value
 from dla_infer_node.core.tensor_format import unpack
 
 LOG = logging.getLogger("dla_infer_node.cudla")
 MAX_FRAME = (3840, 2160)  # largest frame the input path accepts (sizes the GPU path's staging buffer)
-STANDALONE_EXPLANATION = (
-    "runtime_mode 'standalone' is not supported: '--buildDLAStandalone' (trtexec) describes how the "
-    "ARTIFACT was built (a DLA loadable that runs without TensorRT), and such a loadable runs in cuDLA "
-    "HYBRID mode (Mode.CUDA_DLA). cuDLA's standalone RUNTIME mode (NvSci buffers and fences) is rejected "
-    "by cuda.bindings.cudla. Use runtime_mode: hybrid."
-)
 
 
 def import_cudla() -> ModuleType:
@@ -327,8 +322,7 @@ def open_artifact(loadable_path: str, artifact_path: str = "") -> Artifact:
 
 def open_cudla_backend(settings: Any) -> tuple[CudlaBackend, ModelMetadata]:
     """Factory entry point (``BackendSettings``); rejects standalone runtime mode before any device call."""
-    if settings.runtime_mode != "hybrid":
-        raise ParameterError("runtime_mode", settings.runtime_mode, "'hybrid'. " + STANDALONE_EXPLANATION)
+    validate_value("runtime_mode", settings.runtime_mode)  # standalone: refused with the table's reason
     artifact = open_artifact(settings.loadable_path, settings.artifact_path)
     if settings.metadata_path:
         _check_same_model(artifact.metadata, load_metadata(settings.metadata_path))
@@ -337,5 +331,5 @@ def open_cudla_backend(settings: Any) -> tuple[CudlaBackend, ModelMetadata]:
     return backend, artifact.metadata
 
 
-__all__ = ["LIBRARY_HINT", "STANDALONE_EXPLANATION", "CudlaBackend", "SubmitError", "open_artifact",
+__all__ = ["LIBRARY_HINT", "CudlaBackend", "SubmitError", "open_artifact",
            "open_cudla_backend"]

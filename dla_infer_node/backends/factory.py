@@ -1,14 +1,15 @@
 """One place that turns backend settings into an opened backend plus its model metadata.
 
-Settings are validated here (``ParameterError`` naming the setting, its value and what is allowed) so the
-node, the ``detect`` command and benchmarks share one set of rules. Each backend imports its library
-(onnxruntime, cuda.bindings) only when opened: neither need be installed for the other backend.
+Settings are validated here by the rows of the settings table (:mod:`dla_infer_node.core.settings`, the
+node's parameters): the node, the ``detect`` / ``evaluate`` commands and benchmarks share one set of rules
+and one wording (``ParameterError`` naming the setting, its value and what is allowed). Each backend
+imports its library (onnxruntime, cuda.bindings) only when opened: neither need be installed for the other
+backend.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dla_infer_node.backends.onnxruntime import OnnxRuntimeBackend
@@ -16,11 +17,7 @@ from dla_infer_node.core.backend import Backend
 from dla_infer_node.core.errors import BackendError, DlaInferError, ParameterError
 from dla_infer_node.core.model_meta import ModelMetadata, load_metadata, with_class_names
 from dla_infer_node.core.resources import default_model_metadata, metadata_for_model
-
-BACKENDS = ("onnxruntime", "cudla")
-RUNTIME_MODES = ("hybrid",)
-PREPROCESS_DEVICES = ("cpu", "gpu")
-MAX_DLA_CORE = 1  # AGX Orin has DLA cores 0 and 1
+from dla_infer_node.core.settings import resolve_preprocess_device, validate_value
 
 
 @dataclass(frozen=True)
@@ -37,29 +34,12 @@ class BackendSettings:
     preprocess_device: str = "cpu"
 
     def validate(self) -> BackendSettings:
-        """Check every value; returns ``self`` so calls can chain. Raises :class:`ParameterError`."""
-        if self.backend not in BACKENDS:
-            raise ParameterError("backend", self.backend, f"one of {BACKENDS}")
-        if self.runtime_mode not in RUNTIME_MODES:
-            raise ParameterError("runtime_mode", self.runtime_mode,
-                                 "'hybrid' (a --buildDLAStandalone loadable runs in cuDLA hybrid mode; the "
-                                 "standalone runtime mode is not supported by cuda.bindings.cudla)")
-        if self.preprocess_device not in PREPROCESS_DEVICES:
-            raise ParameterError("preprocess_device", self.preprocess_device, f"one of {PREPROCESS_DEVICES}")
-        if self.backend == "onnxruntime" and self.preprocess_device != "cpu":
-            raise ParameterError("preprocess_device", self.preprocess_device,
-                                 "'cpu' with backend 'onnxruntime' ('gpu' needs backend 'cudla')")
-        if isinstance(self.dla_core, bool) or not isinstance(self.dla_core, int) or not (
-                0 <= self.dla_core <= MAX_DLA_CORE):
-            raise ParameterError("dla_core", self.dla_core, f"an integer in [0, {MAX_DLA_CORE}]")
-        if isinstance(self.ort_threads, bool) or not isinstance(self.ort_threads, int) or not (
-                0 <= self.ort_threads <= 256):
-            raise ParameterError("ort_threads", self.ort_threads, "an integer in [0, 256] (0: ORT's default)")
-        providers = self.ort_providers
-        if isinstance(providers, str) or not isinstance(providers, Sequence) or not providers or not all(
-                isinstance(p, str) and p for p in providers):
-            raise ParameterError("ort_providers", providers,
-                                 "a non-empty list of provider names, e.g. ['CPUExecutionProvider']")
+        """Check every value by its row of the settings table (and the files this backend reads); returns
+        the settings with ``preprocess_device`` resolved. Raises :class:`ParameterError`."""
+        for name in ("backend", "runtime_mode", "dla_core", "ort_threads", "ort_providers"):
+            validate_value(name, getattr(self, name))
+        device = resolve_preprocess_device(self.backend, str(validate_value("preprocess_device",
+                                                                            self.preprocess_device)))
         # only the files this backend reads must exist: a config written for the other backend (the Orin
         # file's loadable paths, with backend:=onnxruntime) still starts
         used = ("model_path", "metadata_path") if self.backend == "onnxruntime" else (
@@ -72,7 +52,7 @@ class BackendSettings:
                 raise ParameterError(name, value, "an existing file; not found")
         if self.backend == "cudla" and not self.loadable_path:
             raise ParameterError("loadable_path", "", "the path of a DLA loadable when backend is 'cudla'")
-        return self
+        return replace(self, preprocess_device=device)
 
     def resolved_metadata_path(self) -> Path:
         """Explicit metadata; else ``<model stem>.meta.yaml`` next to the model; else the shipped model's."""
@@ -99,7 +79,7 @@ class BackendSettings:
 
 def open_backend(settings: BackendSettings) -> tuple[Backend, ModelMetadata]:
     """Validate ``settings``, load the metadata and open the chosen backend (construction = load)."""
-    settings.validate()
+    settings = settings.validate()
     if settings.backend == "cudla":
         try:
             # imported when chosen: a broken cuDLA install becomes the BackendError below, and the

@@ -241,10 +241,11 @@ def emulated_dla_cpu_s() -> float:
 def role_node(args: argparse.Namespace) -> int:
     # ros.node loads rclpy: only the role processes need it, not the orchestrator
     from dla_infer_node.ros import node as node_module
+    from dla_infer_node.ros.parts import DetectorParts
 
     arrivals: dict[int, int] = {}
     instance: list[Any] = []
-    on_image = node_module.DlaInferNode._on_image
+    on_image = DetectorParts._on_image
     clock = StageClock()
     sampler = CpuSampler(lambda: len(arrivals), excluded=emulated_dla_cpu_s)
 
@@ -256,8 +257,7 @@ def role_node(args: argparse.Namespace) -> int:
         on_image(self, raw)
 
     _time_stages(clock)
-    node_module.DlaInferNode._on_image = clock.wrap(  # type: ignore[method-assign]
-        "callback", on_image_noting_arrival)
+    DetectorParts._on_image = clock.wrap("callback", on_image_noting_arrival)  # type: ignore[method-assign]
     reliability = os.environ.get("BENCH_RELIABILITY", "best_effort")
     rc = node_module.main(["bench_node", "--ros-args", "-r", f"__ns:={NS}", "-p", "diagnostics_period:=1.0",
                            "-p", f"qos_reliability:={reliability}", "-p", f"executor:={args.executor}",

@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dla_infer_node.artifact import calibrate, convert
 from dla_infer_node.bench import results_file
 from dla_infer_node.cli.evaluate import EVAL_FIRST_SEED, evaluate
 from dla_infer_node.core.resources import default_model_metadata
+from dla_infer_node.dla_build import calibrate, convert
 
 TARGET_POINTS = {"fp16": 0.5, "int8": 2.0}  # mAP50 points below fp32 allowed
 

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from dla_infer_node.core.errors import DlaInferError, ParameterError
+from dla_infer_node.core.settings import BACKENDS
 
 EVAL_FIRST_SEED = 10_000_000
 E2E_FIRST_SEED = 20_000_000
@@ -161,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--first-seed", type=int, default=EVAL_FIRST_SEED)
     p.add_argument("--threads", type=int, default=0, help="ONNX Runtime threads (0: default)")
     p.add_argument("--write-meta", action="store_true", help="store the result in the metadata YAML")
-    p.add_argument("--backend", choices=("onnxruntime", "cudla"), default="onnxruntime")
+    p.add_argument("--backend", choices=BACKENDS, default="onnxruntime")
     p.add_argument("--artifact", default="",
                    help="DLA artifact sidecar (<model>.loadable.yaml), --backend cudla")
     p.add_argument("--preprocess-device", choices=("cpu", "gpu"), default="cpu", help="cudla input path")

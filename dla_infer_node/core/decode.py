@@ -14,6 +14,12 @@ Kinds (``metadata.decoder.kind``):
 
 Boxes come out in network-input pixels; the pipeline maps them to the source image with the letterbox.
 Every candidate takes its best class (one label per box), as the detection message carries one.
+
+Given the letterbox's ``region`` (where the image lies in the network input), candidates whose box lies
+wholly in the padding (no overlap of positive area with the image) are dropped before NMS and
+``max_detections``: they are no objects, and dropping them after would return fewer boxes than asked for
+and let them suppress real ones. (``yolov8_raw`` decodes boxes lazily: a box contains its anchor point, so
+only the cells whose anchor point lies in the padding are decoded for this.)
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import numpy as np
 
 from dla_infer_node.core.detections import Detections
 from dla_infer_node.core.dfl import LazyBoxes, argmax_rows
-from dla_infer_node.core.errors import ModelError, ParameterError
+from dla_infer_node.core.errors import ModelError
 from dla_infer_node.core.model_meta import ModelMetadata
 from dla_infer_node.core.nms import MAX_NMS_CANDIDATES, nms
 from dla_infer_node.core.output_shapes import check_output_shapes
@@ -67,17 +73,6 @@ def _best_class(obj: np.ndarray | None, cls: np.ndarray) -> tuple[np.ndarray, np
     return (best if obj is None else obj * best).astype(np.float32, copy=False), ids.astype(np.int64)
 
 
-def check_threshold(name: str, value: float) -> float:
-    """Thresholds are probabilities/IoUs: a finite number in [0, 1]."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ParameterError(name, value, "a number in [0, 1]") from None
-    if not (0.0 <= v <= 1.0):
-        raise ParameterError(name, value, "a number in [0, 1]")
-    return v
-
-
 def finite_candidates(c: Candidates) -> tuple[Candidates, int]:
     """``c`` without rows whose box or score is NaN/Inf, and how many were dropped.
 
@@ -96,6 +91,33 @@ class Candidates:
     boxes: np.ndarray  # (M, 4) float32 xyxy, network-input pixels
     scores: np.ndarray  # (M,) float32
     class_ids: np.ndarray  # (M,) int64
+
+
+Region = tuple[float, float, float, float]  # (x0, y0, x1, y1) of the image in network-input pixels
+
+
+def in_padding(boxes: np.ndarray, region: Region) -> np.ndarray:
+    """Rows of xyxy ``boxes`` with no positive-area overlap with ``region``: wholly in the padding."""
+    x0, y0, x1, y1 = region
+    return ((np.minimum(boxes[:, 2], x1) <= np.maximum(boxes[:, 0], x0))
+            | (np.minimum(boxes[:, 3], y1) <= np.maximum(boxes[:, 1], y0)))
+
+
+def _keep_out_of_padding(box: np.ndarray, cols: np.ndarray, width: int, stride: int, reg_max: int,
+                         region: Region) -> np.ndarray:
+    """Mask of the cells ``cols`` whose box is not wholly in the padding; only cells whose anchor point
+    lies outside the region's interior are decoded to find out."""
+    x0, y0, x1, y1 = region
+    ax = (cols % width + 0.5) * stride
+    ay = (cols // width + 0.5) * stride
+    near = np.flatnonzero(~((ax > x0) & (ax < x1) & (ay > y0) & (ay < y1)))
+    keep = np.ones(cols.size, bool)
+    if near.size:
+        edge = LazyBoxes(reg_max)  # scores and classes do not matter here: only the boxes are asked for
+        edge.add(box, cols[near], width, stride, np.zeros(near.size, np.float32),
+                 np.zeros(near.size, np.int64))
+        keep[near[in_padding(edge.boxes(), region)]] = False
+    return keep
 
 
 def _empty() -> Candidates:
@@ -178,7 +200,7 @@ def decode_yolov8(tensor: np.ndarray, num_classes: int, conf_threshold: float) -
 
 
 def yolov8_raw_lazy(tensors: Sequence[np.ndarray], strides: Sequence[int], reg_max: int,
-                    num_classes: int, conf_threshold: float) -> LazyBoxes:
+                    num_classes: int, conf_threshold: float, region: Region | None = None) -> LazyBoxes:
     """YOLOv8 / YOLO11 raw heads (the graph cut before the DFL) -> candidates, boxes decoded on demand.
 
     Per stride either two tensors, box ``[1, 4*reg_max, H, W]`` then class logits ``[1, nc, H, W]``
@@ -211,9 +233,12 @@ def yolov8_raw_lazy(tensors: Sequence[np.ndarray], strides: Sequence[int], reg_m
         scores = sigmoid(best.astype(np.float32))
         keep = scores >= conf_threshold  # the gate was on logits; the threshold is on the probability
         ids = argmax_rows(cls, best)
+        box = tb[0, :nb].reshape(nb, h * w)
+        if region is not None:
+            keep &= _keep_out_of_padding(box, cols, w, stride, reg_max, region)
         if not keep.all():
             cols, scores, ids = cols[keep], scores[keep], ids[keep]
-        lazy.add(tb[0, :nb].reshape(nb, h * w), cols, w, stride, scores, ids)
+        lazy.add(box, cols, w, stride, scores, ids)
     return lazy
 
 
@@ -254,9 +279,12 @@ class Decoder:
         return decode_yolov8(tensors[0], self.num_classes, conf_threshold)
 
     def __call__(self, tensors: Sequence[np.ndarray], conf_threshold: float, iou_threshold: float,
-                 max_detections: int) -> Detections:
+                 max_detections: int, region: Region | None = None) -> Detections:
+        """``region``: the image's place in the network input; boxes wholly outside it are dropped before
+        NMS (see the module docstring)."""
         if self.kind == "yolov8_raw":  # boxes only for what NMS looks at (see dfl.LazyBoxes)
-            lazy = yolov8_raw_lazy(tensors, self.strides, self.reg_max, self.num_classes, conf_threshold)
+            lazy = yolov8_raw_lazy(tensors, self.strides, self.reg_max, self.num_classes, conf_threshold,
+                                   region)
             scores, ids = lazy.scores, lazy.class_ids
             finite = np.isfinite(scores)
             if not finite.all():  # a non-finite score cannot be ranked: ranked last, then dropped, counted
@@ -273,6 +301,9 @@ class Decoder:
         c, dropped = finite_candidates(self.candidates(tensors, conf_threshold))
         if dropped:
             self.nonfinite_dropped += dropped
+        if region is not None:
+            real = ~in_padding(c.boxes, region)
+            c = Candidates(c.boxes[real], c.scores[real], c.class_ids[real])
         keep = nms(c.boxes, c.scores, c.class_ids, iou_threshold, max_detections)
         return Detections(c.boxes[keep], c.scores[keep], c.class_ids[keep])
 

@@ -1,7 +1,8 @@
 """The detector: backend (preprocess + inference) -> decoder + NMS -> boxes in source pixels.
 
-Thresholds are plain validated attributes so the node's parameter callback can change them between
-frames; a frame in flight reads each one once, so a change never splits a frame.
+Thresholds are plain attributes, validated by the settings table's rows (the node's parameters), so the
+node's parameter callback can change them between frames; a frame in flight reads each one once, so a
+change never splits a frame.
 """
 
 from __future__ import annotations
@@ -9,19 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from dla_infer_node.core.backend import Backend
-from dla_infer_node.core.decode import check_threshold, make_decoder
+from dla_infer_node.core.decode import make_decoder
 from dla_infer_node.core.detections import Detections
-from dla_infer_node.core.errors import ParameterError
 from dla_infer_node.core.model_meta import ModelMetadata
-
-MAX_DETECTIONS_LIMIT = 10000
-
-
-def check_max_detections(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not (
-            1 <= int(value) <= MAX_DETECTIONS_LIMIT):
-        raise ParameterError("max_detections", value, f"an integer in [1, {MAX_DETECTIONS_LIMIT}]")
-    return int(value)
+from dla_infer_node.core.settings import validate_integer, validate_number
 
 
 class Detector:
@@ -44,7 +36,7 @@ class Detector:
 
     @conf_threshold.setter
     def conf_threshold(self, value: float) -> None:
-        self._conf = check_threshold("confidence_threshold", value)
+        self._conf = validate_number("confidence_threshold", value)
 
     @property
     def iou_threshold(self) -> float:
@@ -52,7 +44,7 @@ class Detector:
 
     @iou_threshold.setter
     def iou_threshold(self, value: float) -> None:
-        self._iou = check_threshold("nms_iou_threshold", value)
+        self._iou = validate_number("nms_iou_threshold", value)
 
     @property
     def max_detections(self) -> int:
@@ -60,17 +52,18 @@ class Detector:
 
     @max_detections.setter
     def max_detections(self, value: int) -> None:
-        self._max_det = check_max_detections(value)
+        self._max_det = validate_integer("max_detections", value)
 
     # -------------------------------------------------------------------------------------------------
     def detect(self, image: np.ndarray, encoding: str) -> Detections:
         conf, iou, max_det = self._conf, self._iou, self._max_det  # one consistent set per frame
         raw = self.backend.infer(image, encoding)
-        net = self._decoder(raw.tensors, conf, iou, max_det)
+        # boxes wholly in the letterbox padding are dropped before NMS and max_det (decode's docstring)
+        net = self._decoder(raw.tensors, conf, iou, max_det, raw.letterbox.content)
         if len(net) == 0:
             return net
         boxes = raw.letterbox.to_source(net.boxes)
-        # boxes wholly inside the letterbox padding collapse to zero area once clipped: not objects
+        # what float rounding leaves at the image's edge collapses to zero area once clipped: not objects
         real = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
         return Detections(boxes[real], net.scores[real], net.class_ids[real])
 

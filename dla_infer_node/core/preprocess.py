@@ -75,6 +75,12 @@ class Letterbox:
     def new_h(self) -> int:
         return max(1, round(self.src_h * self.scale))
 
+    @property
+    def content(self) -> tuple[float, float, float, float]:
+        """(x0, y0, x1, y1) of the image inside the network input; the rest is padding."""
+        return (float(self.pad_x), float(self.pad_y), float(self.pad_x + self.new_w),
+                float(self.pad_y + self.new_h))
+
     def to_source(self, boxes_xyxy: np.ndarray) -> np.ndarray:
         """Network-input xyxy boxes -> source pixels (pad removed, scale undone, clipped to the image).
 

@@ -26,11 +26,12 @@ from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 
 from dla_infer_node.core.detections import Detections
+from dla_infer_node.core.settings import CameraConfig
 from dla_infer_node.ros.diagnostics import DiagnosticsReporter
 from dla_infer_node.ros.inference import CoreService, FrameInference, apply_to_detector
-from dla_infer_node.ros.input_watch import InputWatch
+from dla_infer_node.ros.input_subscription import InputWatch
+from dla_infer_node.ros.node_config import NodeConfig
 from dla_infer_node.ros.outputs import DetectionOutputs
-from dla_infer_node.ros.params import CameraConfig, NodeConfig
 from dla_infer_node.ros.qos import image_qos
 from dla_infer_node.ros.topic_hints import OtherTransportHint
 
@@ -76,7 +77,8 @@ class CameraParts:
                                 image_qos(config.qos_reliability, config.qos_depth))
         self._diagnostics = DiagnosticsReporter(
             node, config.diagnostics_period, self.counters, self._info, opened.backend_name,
-            sources=[*self.watch.sources(), self._hint_status], label=camera.name)
+            sources=[self.watch.health, self.watch.monitor_status, self._hint_status],
+            label=camera.name)
 
     def activate(self) -> str:
         """Outputs, then the subscription; returns the resolved input topic."""

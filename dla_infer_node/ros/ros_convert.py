@@ -123,7 +123,8 @@ def from_detection_array(msg: Detection2DArray) -> tuple[np.ndarray, list[str], 
 
 
 def label_info(classes: Sequence[str], threshold: float, header: Header | None = None) -> LabelInfo:
-    """LabelInfo: class index -> name map (published once, transient-local) and the score threshold."""
+    """LabelInfo: class index -> name map and the score threshold (latched: transient-local, published
+    again when the threshold changes)."""
     msg = LabelInfo()
     if header is not None:
         msg.header = copy_header(header)

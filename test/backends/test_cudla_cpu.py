@@ -14,8 +14,9 @@ import pytest
 
 from dla_infer_node.artifact.sidecar import parse_artifact
 from dla_infer_node.backends import cudla_errors as ce
-from dla_infer_node.backends.cudla import STANDALONE_EXPLANATION, CudlaBackend, open_cudla_backend
+from dla_infer_node.backends.cudla import CudlaBackend, open_cudla_backend
 from dla_infer_node.core.errors import ModelError, ParameterError
+from dla_infer_node.core.settings import STANDALONE_EXPLANATION
 from dla_infer_node.core.tensor_format import pack
 from dla_infer_node.core.tensor_layout import TensorLayout
 

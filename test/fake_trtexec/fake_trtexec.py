@@ -3,16 +3,22 @@
 It behaves like the real tool where our build step depends on it, and writes an EMULATED loadable
 (emulator/make_loadable.py, 'echo' program) that only the DLA EMULATOR can load:
 
-* every version prints the ``&&&& RUNNING TensorRT.trtexec [TensorRT vMMmmpp]`` banner and, for
-  ``--version``, a ``TensorRT version: X.Y.Z`` line;
-* 10.3 (``10.x-flags``): accepts ``--fp16``, ``--int8``, ``--calib=CACHE``; the DLA needs one of them;
-  int8 io tensors take their scale from the cache;
+* every version prints the ``&&&& RUNNING TensorRT.trtexec [TensorRT v<code>]`` banner (the code is
+  TensorRT's own: 100300 for 10.3.0, 8601 for 8.6.1) and, for ``--version``, a ``TensorRT version: X.Y.Z``
+  line; a build whose ``--onnx`` file cannot be opened, or whose ``--saveEngine`` folder does not exist,
+  fails;
+* 8.6 and 10.3 (``10.x-flags``): accept ``--fp16``, ``--int8``, ``--calib=CACHE``; the DLA needs one of
+  them; int8 io tensors take their scale from the cache. The cache is used only when its header is
+  ``TRT-<this TensorRT's code>-EntropyCalibration2`` (trtexec's calibrator, IInt8EntropyCalibrator2);
+  otherwise the real tool logs "Calibration table does not match calibrator algorithm type" and calibrates
+  again with no data, and the build fails (what users of TensorRT 10.x report): so does this fake;
 * 11.4.1 (``11.x-typed``): rejects ``--fp16/--int8/--calib/--best`` as unknown options, as TensorRT 11
   removed them; for the DLA the ONNX itself must be typed (fp16 tensors) or quantized (QuantizeLinear);
   int8 io tensors take their scale from the Q/DQ ONNX;
-* 11.2: no DLA in this TensorRT: ``--useDLACore`` fails.
+* 10.8 and 11.2: no DLA in these TensorRT versions (10.7 was the last 10.x with one, 11.4.1 the first 11.x):
+  ``--useDLACore`` fails.
 
-The ONNX checks are written here, independently of dla_infer_node.artifact.onnx_facts, so the tests
+The ONNX checks are written here, independently of dla_infer_node.dla_build.onnx_facts, so the tests
 cross-check the package's reading of a model.
 """
 
@@ -26,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 COMMON = {"--onnx", "--useDLACore", "--buildDLAStandalone", "--inputIOFormats", "--outputIOFormats",
-          "--saveEngine", "--allowGPUFallback", "--version", "--skipInference", "--verbose"}
+          "--saveEngine", "--allowGPUFallback", "--version", "--skipInference", "--verbose",
+          "--stronglyTyped"}
 PRECISION = {"--fp16", "--int8", "--calib", "--best"}
 FORMATS = {"dla_linear": "linear", "dla_hwc4": "hwc4", "chw16": "chw16", "chw32": "chw32"}
 
@@ -47,10 +54,25 @@ def parse(argv: list[str], known: set[str]) -> tuple[dict[str, str], str | None]
     return opts, None
 
 
-def cache_scales(path: str) -> dict[str, float]:
-    lines = Path(path).read_text().splitlines()[1:]
+def cache_scales(path: str, input_name: str) -> dict[str, float] | str:
+    """The cache's scales, or why TensorRT would not use them (then it calibrates without data)."""
+    p = Path(path)
+    if not p.is_file():
+        return f"Could not open calibration cache {path}"
+    lines = p.read_text().splitlines()
+    header = lines[0].strip() if lines else ""
+    parts = header.split("-", 2)
+    want = f"TRT-{TAG}-EntropyCalibration2"
+    if header != want:
+        if len(parts) != 3 or parts[2] != "EntropyCalibration2":
+            print("[W] [TRT] Calibration table does not match calibrator algorithm type.")
+        else:
+            print(f"[W] [TRT] (fake) calibration table of TensorRT v{parts[1]}, this is v{TAG}: not used.")
+        print("[I] [TRT] Starting Calibration.")
+        return (f"Tensor `{input_name}` is bound to nullptr (trtexec's calibrator has no data; the cache "
+                f"header must read {want})")
     return {k.strip(): struct.unpack(">f", bytes.fromhex(v.strip()))[0]
-            for k, _, v in (ln.rpartition(":") for ln in lines) if k}
+            for k, _, v in (ln.rpartition(":") for ln in lines[1:]) if k}
 
 
 def onnx_model(path: str) -> object:
@@ -90,16 +112,23 @@ def main(version: str, argv: list[str]) -> int:
     print(f"[I] TensorRT version: {version}")
     if "--version" in opts:
         return 0
-    if "--useDLACore" in opts and (11, 0, 0) <= tuple(int(x) for x in version.split(".")) < (11, 4, 1):
+    if "--useDLACore" in opts and (10, 8, 0) <= tuple(int(x) for x in version.split(".")) < (11, 4, 1):
         return fail(f"DLA is not supported by TensorRT {version}: cannot use DLA core "
                     f"{opts['--useDLACore']}", argv)
     if "--buildDLAStandalone" in opts and "--useDLACore" not in opts:
         return fail("--buildDLAStandalone needs --useDLACore", argv)
+    if not Path(opts.get("--onnx", "")).is_file():
+        print(f"[E] Could not open file {opts.get('--onnx', '')}")
+        return fail(f"Failed to parse onnx file {opts.get('--onnx', '')}", argv)
     model = onnx_model(opts["--onnx"])
     if major < 11:
         if "--fp16" not in opts and "--int8" not in opts:
             return fail("DLA standalone: the network must build in fp16 or int8 (give --fp16/--int8)", argv)
-        scales = cache_scales(opts["--calib"]) if opts.get("--calib") else {}
+        first_input = model.graph.input[0].name  # type: ignore[attr-defined]
+        found = cache_scales(opts["--calib"], first_input) if opts.get("--calib") else {}
+        if isinstance(found, str):
+            return fail(found, argv)
+        scales = found
     else:
         kind = typed_precision(model)
         if kind == "fp32":
@@ -140,7 +169,10 @@ def write(model: object, opts: dict[str, str], scales: dict[str, float], argv: l
     outs = tensors(list(g.output), opts["--outputIOFormats"])
     if isinstance(ins, str) or isinstance(outs, str):
         return fail(str(ins if isinstance(ins, str) else outs), argv)
-    Path(opts["--saveEngine"]).write_bytes(build_loadable("echo", ins, outs))
+    engine = Path(opts["--saveEngine"])
+    if not engine.parent.is_dir():  # trtexec does not make folders
+        return fail(f"Cannot open engine file: {engine}", argv)
+    engine.write_bytes(build_loadable("echo", ins, outs))
     print(f"[I] Engine built; saved to {opts['--saveEngine']} (EMULATED loadable, fake trtexec)")
     print(f"&&&& PASSED TensorRT.trtexec [TensorRT v{TAG}] # trtexec {' '.join(argv)}")
     return 0
@@ -149,5 +181,6 @@ def write(model: object, opts: dict[str, str], scales: dict[str, float], argv: l
 if __name__ == "__main__":
     _version = sys.argv[1].split("=", 1)[1]  # --fake-version=X.Y.Z, set by the wrapper script
     _v = [int(x) for x in _version.split(".")]
-    TAG = f"{_v[0]}{_v[1]:02d}{_v[2]:02d}"
+    # TensorRT's version code (NV_TENSORRT_VERSION): x10000 for the major from 10 on, x1000 before
+    TAG = str(_v[0] * (10000 if _v[0] >= 10 else 1000) + _v[1] * 100 + _v[2])
     sys.exit(main(_version, sys.argv[2:]))

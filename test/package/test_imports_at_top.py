@@ -16,12 +16,6 @@ from _imports import PKG_NAME, imports_of, package_modules
 
 # module -> in-function imports of the package's own modules without a written reason, for now
 ALLOWANCE = {
-    "dla_infer_node.artifact.calibrate": 7,
-    "dla_infer_node.artifact.calibration_frames": 6,
-    "dla_infer_node.artifact.convert": 3,
-    "dla_infer_node.artifact.lint": 1,
-    "dla_infer_node.artifact.sidecar_writer": 2,
-    "dla_infer_node.artifact.trim": 1,
     "dla_infer_node.backends.gpu_preprocess": 3,
     "dla_infer_node.backends.input_path": 2,
     "dla_infer_node.bench.gpu": 2,

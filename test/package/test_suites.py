@@ -18,7 +18,7 @@ ROS_PACKAGES = frozenset({
     "launch_ros", "launch_testing", "launch_testing_ros",
 })  # not ament_index_python: core.resources tries it and falls back without ROS
 # the package's rooms, and the rooms of what lies outside the package
-ROOMS = {"core", "artifact", "backends", "ros", "bags", "cli", "bench",
+ROOMS = {"core", "artifact", "dla_build", "backends", "ros", "bags", "cli", "bench",
          "docs", "tools", "emulator", "package"}
 
 

@@ -19,8 +19,8 @@ from _node_helpers import ros_value, write_oracle_model
 
 pytest.importorskip("rclpy", reason="rclpy not importable: run the node tests in the project .venv")
 
+from dla_infer_node.core.settings import PARAMETERS
 from dla_infer_node.ros import node as node_module
-from dla_infer_node.ros.params import PARAMETERS
 
 
 @pytest.fixture(scope="module")

@@ -38,3 +38,24 @@ def test_a_late_subscriber_in_another_process_gets_label_info(tmp_path: Path, no
     assert got["transient_local"] == [{"classes": list(ORACLE_CLASSES), "threshold": pytest.approx(0.4)}]
     assert got["volatile"] == []  # published before this process subscribed: it really was late
     assert node.stop() == 0, node.output()
+
+
+def test_label_info_is_published_again_when_the_threshold_changes_live(tmp_path: Path, node_runner: NodeRunner
+                                                                       ) -> None:
+    from vision_msgs.msg import LabelInfo
+
+    model, meta = write_oracle_model(tmp_path / "oracle")
+    node = node_runner.start({"model_path": str(model), "metadata_path": str(meta),
+                              "confidence_threshold": 0.4})
+    probe = RosProbe("label_change_watch")
+    try:
+        got = probe.collect(LabelInfo, f"{node.namespace}/label_info", probe.qos(transient_local=True))
+        assert probe.spin_until(lambda: got, 60), node.output()
+        assert got[-1].threshold == pytest.approx(0.4)
+        assert [r.successful for r in probe.set_parameters(node.fqn, {"confidence_threshold": 0.7})] == [True]
+        assert probe.spin_until(lambda: got[-1].threshold == pytest.approx(0.7), 20), \
+            f"label_info not republished: {[m.threshold for m in got]}"
+        assert [c.class_name for c in got[-1].class_map] == list(ORACLE_CLASSES)
+    finally:
+        probe.close()
+    assert node.stop() == 0, node.output()

@@ -32,7 +32,7 @@ from dla_infer_node.bench.transport_roles import ShmLedger
 
 PROFILE = REPO / "config" / "fastdds_large_images.xml"
 CAMERA_TOPIC = "/bench/image"  # where the benchmark's publisher role sends
-HAS_INPUT_MONITOR = importlib.util.find_spec("dla_infer_node.ros.input_monitor") is not None
+HAS_INPUT_MONITOR = importlib.util.find_spec("dla_infer_node.ros.input_liveness") is not None
 
 
 def _env(with_profile: bool) -> dict[str, str]:
@@ -139,7 +139,7 @@ def test_1080p_at_30hz_with_profile_node_receives_nearly_all(rig: dict[str, Any]
     assert got >= 0.9 * sent, f"node frames_in {got} of {sent} 1080p frames with the profile"
 
 
-@pytest.mark.skipif(not HAS_INPUT_MONITOR, reason="needs ros/input_monitor.py (the input monitor)")
+@pytest.mark.skipif(not HAS_INPUT_MONITOR, reason="needs ros/input_liveness.py")
 def test_without_profile_the_loss_shows_in_diagnostics(rig: dict[str, Any]) -> None:
     node = rig["node"](False)
     cam = rig["camera"](False, "VGA", 90, 30.0)

@@ -3,7 +3,8 @@
 Checks what each state means on the wire: unconfigured and inactive take no frames and publish no
 detections (no subscription exists, frames sent anyway go nowhere), active answers every frame, and
 deactivate -> activate resumes on the same loaded backend; cleanup and shutdown release it, and the
-process still exits 0 on SIGINT. A bad parameter fails configure (the node stays unconfigured).
+process still exits 0 on SIGINT. A bad parameter fails configure (the node stays unconfigured), and can be
+set right and configure retried; any other configure failure is one log line too.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable (run the te
 
 from _node_helpers import (  # noqa: E402
     ORACLE_SOURCE,
+    REPO,
     NodeProcess,
     NodeRunner,
     RosProbe,
@@ -138,6 +140,63 @@ def test_a_bad_parameter_fails_configure_and_stays_unconfigured(tmp_path: Path,
         assert not d.change(Transition.TRANSITION_CONFIGURE)
         assert d.state() == State.PRIMARY_STATE_UNCONFIGURED
         assert "configure failed" in node.output() and "confidence_threshold" in node.output()
+        assert node.stop() == 0, node.output()
+    finally:
+        probe.close()
+        runner.cleanup()
+
+
+def test_a_bad_parameter_is_set_right_and_configure_retried(tmp_path: Path, ros_env: dict[str, str]) -> None:
+    """Parameters exist before the first configure: a bad value is fixed with SetParameters (what
+    ``ros2 param set`` calls), a configure-time one included, and configure then succeeds."""
+    model, meta = write_oracle_model(tmp_path / "oracle")
+    runner = NodeRunner(tmp_path, ros_env)
+    node = runner.start({"model_path": str(tmp_path / "missing.onnx"), "metadata_path": str(meta),
+                         "confidence_threshold": 1.5}, module=MODULE)
+    probe = RosProbe("lifecycle_fix_probe")
+    try:
+        d = Driver(node, probe)
+        assert not d.change(Transition.TRANSITION_CONFIGURE)
+        assert "confidence_threshold" in node.output()
+        assert [r.successful for r in probe.set_parameters(node.fqn, {"confidence_threshold": 0.5})] == [True]
+        assert not d.change(Transition.TRANSITION_CONFIGURE)  # the next problem: the model file
+        assert "missing.onnx" in node.output()
+        assert [r.successful for r in probe.set_parameters(node.fqn, {"model_path": str(model)})] == [True]
+        assert d.change(Transition.TRANSITION_CONFIGURE), node.output()
+        assert d.state() == State.PRIMARY_STATE_INACTIVE
+        # once configured, what configure read is fixed until cleanup; a live value still changes
+        refused = probe.set_parameters(node.fqn, {"model_path": str(tmp_path / "other.onnx")})
+        assert not refused[0].successful and "cleanup" in refused[0].reason
+        assert [r.successful for r in probe.set_parameters(node.fqn, {"confidence_threshold": 0.3})] == [True]
+        assert d.change(Transition.TRANSITION_ACTIVATE)
+        assert len(d.flowing()) >= 3, "no detections after the fixed configure:\n" + node.output()
+        assert node.stop() == 0, node.output()
+    finally:
+        probe.close()
+        runner.cleanup()
+
+
+def test_any_configure_failure_is_one_line_and_the_node_stays_unconfigured(
+        tmp_path: Path, ros_env: dict[str, str]) -> None:
+    """Metadata whose ``labels`` is a number (not a list, not a file name) fails configure with one log
+    line, whatever the error's type, and the node stays up, unconfigured."""
+    shipped = REPO / "models" / "shapes_yolo.meta.yaml"
+    meta = tmp_path / "bad_labels.meta.yaml"
+    text = shipped.read_text(encoding="utf-8")
+    assert "\nlabels: shapes_yolo.labels.txt\n" in text and "\nclasses:\n" in text
+    meta.write_text(text.replace("\nlabels: shapes_yolo.labels.txt\n", "\nlabels: 5\n"), encoding="utf-8")
+    runner = NodeRunner(tmp_path, ros_env)
+    node = runner.start({"model_path": str(REPO / "models" / "shapes_yolo.onnx"), "metadata_path": str(meta)},
+                        module=MODULE)
+    probe = RosProbe("lifecycle_fail_probe")
+    try:
+        d = Driver(node, probe)
+        assert not d.change(Transition.TRANSITION_CONFIGURE)
+        assert d.state() == State.PRIMARY_STATE_UNCONFIGURED
+        lines = [line for line in node.output().splitlines() if line.strip()]
+        failed = [line for line in lines if "configure failed" in line]
+        assert len(failed) == 1 and "TypeError" in failed[0] and "model_meta.py" in failed[0], node.output()
+        assert not any("Traceback" in line for line in lines), node.output()
         assert node.stop() == 0, node.output()
     finally:
         probe.close()

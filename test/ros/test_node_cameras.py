@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from _node_helpers import REPO, NodeRunner, RosProbe
 
@@ -114,3 +115,61 @@ def test_single_camera_parameters_unchanged(node_runner: NodeRunner, probe: RosP
     del Detection2DArray
     start = time.monotonic()
     assert node.stop() == 0 and time.monotonic() - start < 30
+
+
+def test_lifecycle_transitions_cover_every_camera(tmp_path: Path, node_runner: NodeRunner,
+                                                  probe: RosProbe) -> None:
+    """The managed node with two cameras: inactive, no camera's input or outputs exist; active, both
+    cameras are subscribed and answered on their own topics; deactivate withdraws both; cleanup and a new
+    configure bring both back."""
+    from _node_helpers import ORACLE_SOURCE, image_msg, write_oracle_model
+    from lifecycle_msgs.msg import State, Transition
+    from lifecycle_msgs.srv import ChangeState, GetState
+    from sensor_msgs.msg import Image
+    from vision_msgs.msg import Detection2DArray
+
+    model, meta = write_oracle_model(tmp_path / "oracle")
+    node = node_runner.start({"model_path": str(model), "metadata_path": str(meta),
+                              "cameras": ["front", "rear"], "qos_reliability": "reliable"},
+                             module="dla_infer_node.ros.lifecycle_node")
+    ns = node.namespace
+    pubs = {c: probe.node.create_publisher(Image, f"{ns}/{c}/image", probe.qos(depth=1))
+            for c in ("front", "rear")}
+    got = {c: probe.collect(Detection2DArray, f"{ns}/{c}/detections") for c in ("front", "rear")}
+    frame = np.random.default_rng(3).integers(0, 256, (ORACLE_SOURCE, ORACLE_SOURCE, 3), dtype=np.uint8)
+
+    def change(transition: int) -> bool:
+        req = ChangeState.Request()
+        req.transition.id = transition
+        return bool(probe.call(ChangeState, f"{node.fqn}/change_state", req, timeout=60).success)
+
+    def state() -> int:
+        return int(probe.call(GetState, f"{node.fqn}/get_state", GetState.Request()).current_state.id)
+
+    def subscribed() -> list[int]:
+        return [probe.node.count_subscribers(f"{ns}/{c}/image") for c in ("front", "rear")]
+
+    def both_answered(timeout: float) -> bool:
+        for v in got.values():
+            v.clear()
+
+        def send() -> None:
+            for c, pub in pubs.items():
+                pub.publish(image_msg(frame, "rgb8", 7, frame_id=c))
+
+        return bool(probe.spin_until(lambda: all(got.values()), timeout, every=send, period=0.1))
+
+    assert change(Transition.TRANSITION_CONFIGURE), node.output()
+    assert state() == State.PRIMARY_STATE_INACTIVE and subscribed() == [0, 0]
+    assert not both_answered(1.5)
+    assert change(Transition.TRANSITION_ACTIVATE), node.output()
+    assert probe.spin_until(lambda: subscribed() == [1, 1], 10)
+    assert both_answered(30), node.output()
+    assert all(m.header.frame_id == c for c, v in got.items() for m in v)  # each camera its own frames
+    assert change(Transition.TRANSITION_DEACTIVATE)
+    assert probe.spin_until(lambda: subscribed() == [0, 0], 10)
+    assert probe.node.count_publishers(f"{ns}/front/detections") == 0
+    assert change(Transition.TRANSITION_CLEANUP) and state() == State.PRIMARY_STATE_UNCONFIGURED
+    assert change(Transition.TRANSITION_CONFIGURE) and change(Transition.TRANSITION_ACTIVATE)
+    assert both_answered(30), node.output()
+    assert node.stop() == 0, node.output()

@@ -103,11 +103,11 @@ def test_live_parameters_follow_the_startup_rule_and_name_types(rig: Rig) -> Non
     assert res[0].successful
 
 
-@pytest.mark.skipif(importlib.util.find_spec("dla_infer_node.ros.input_monitor") is None,
-                    reason="needs the input_monitor (stall while a publisher is matched)")
+@pytest.mark.skipif(importlib.util.find_spec("dla_infer_node.ros.input_liveness") is None,
+                    reason="needs ros/input_liveness.py (stall while a publisher is matched)")
 def test_zero_length_sample_on_reliable_stream_shows_in_diagnostics(rig: Rig) -> None:
     # a zero-length serialized sample on a RELIABLE stream stalls the subscription with Fast DDS (see
-    # docs in health.py); the stall detector must raise WARN while the publisher stays matched
+    # docs in input_health.py); the stall detector must raise WARN while the publisher stays matched
     pub = rig.probe.node.create_publisher(Image, rig.topic, rig.probe.qos(depth=10))
     good = image_msg(np.zeros((32, 32, 3), np.uint8), "rgb8", 3)
     try:

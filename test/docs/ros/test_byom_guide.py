@@ -7,12 +7,10 @@ what that step produces: the committed ultralytics export test/fixtures/yolo/yol
 tools/make_yolo_fixtures.py with the same exporter, at 320 and 20 classes, random weights), copied in as
 ``yolov8n.onnx``. Every later line runs as written, with ``dla_build``/``detect``/the node started through
 this checkout's modules (``python -m ...``) instead of the shared venv's console scripts.
-``dla_build lint`` runs when this checkout has the lint step (it lands separately); else it is skipped.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shlex
@@ -27,7 +25,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURE = ROOT / "test" / "fixtures" / "yolo" / "yolov8n_320.onnx"
-MODULES = {"dla_build": "dla_infer_node.artifact.build_cli", "detect": "dla_infer_node.cli.detect"}
+MODULES = {"dla_build": "dla_infer_node.dla_build.build_cli", "detect": "dla_infer_node.cli.detect"}
 
 
 def guide_lines() -> list[str]:
@@ -63,10 +61,6 @@ def guide(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         argv = shlex.split(line)
         if argv[0] in ("ros2", ".venv/bin/dla_infer_node"):
             continue  # node lines: test_node_lines
-        lint_absent = importlib.util.find_spec("dla_infer_node.artifact.lint") is None
-        if argv[:2] == ["dla_build", "lint"] and lint_absent:
-            out["lint"] = "absent"
-            continue
         out[" ".join(argv[:2])] = run(argv, work)
     return out
 
