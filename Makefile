@@ -46,6 +46,7 @@ demo: venv
 bench: venv
 	@mkdir -p bench/results
 	$(PY) -m dla_infer_node.bench.core
+	$(PY) -m dla_infer_node.bench.encodings
 	$(PY) -m dla_infer_node.bench.node
 	$(PY) -m dla_infer_node.bench.node --camera
 	@if $(PY) -c "from dla_infer_node.ros.node import has_events_executor as h; raise SystemExit(not h())"; then \

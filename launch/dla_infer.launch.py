@@ -8,16 +8,17 @@ image_topic (what the node's ``image`` input is remapped to; ``image/compressed`
 ``<image_topic>/compressed``), backend (empty: keep the params file's value), log_level, respawn (restart
 the node after it exits, e.g. after a DLA fault, which ends the node with exit code 1).
 ``image_topic`` and ``namespace`` are normalised (spaces and trailing slashes dropped) or refused with one
-line before the node starts. An exit with code 2 (an invalid parameter) is never respawned: restarting
-cannot fix a configuration. A node exit that is not a clean stop (code 2, or any non-zero code without
-respawn) ends the launch with a failure: ``ros2 launch`` logs "Caught exception in launch ...: [launch]
-dla_infer_node exited with code N: <why>" and itself exits 1 (launch has no way to pass the node's own code
-on; run the node with ``ros2 run`` to get it).
+line before the node starts, and so is a ``params_file`` that is not a file. An exit with code 2 (an invalid
+parameter) is never respawned: restarting cannot fix a configuration. A node exit that is not a clean stop
+(code 2, or any non-zero code without respawn) ends the launch with a failure: ``ros2 launch`` logs "Caught
+exception in launch ...: [launch] dla_infer_node exited with code N: <why>" and itself exits 1 (launch has no
+way to pass the node's own code on; run the node with ``ros2 run`` to get it).
 lifecycle:=true starts the managed node instead (``dla_infer_lifecycle``: configure, activate, deactivate,
 cleanup, shutdown through ``ros2 lifecycle set /<namespace>/dla_infer_node <transition>`` or a lifecycle
 manager); the plain node stays the default. dds_profile:=large_images (or a path to a Fast DDS XML
-profile) sets FASTDDS_DEFAULT_PROFILES_FILE and, for Fast DDS 2, FASTRTPS_DEFAULT_PROFILES_FILE for the
-node's process; the camera driver's process needs it too, since the publisher's transport decides
+profile) sets FASTDDS_DEFAULT_PROFILES_FILE (Kilted and later) or FASTRTPS_DEFAULT_PROFILES_FILE (Humble,
+Jazzy: Fast DDS 2 reads only that one; Fast DDS 3 warns in every process where it is set) for the node's
+process; the camera driver's process needs it too, since the publisher's transport decides
 whether large best-effort frames arrive (README, "Large images over DDS"). cameras:=front:/front/image_raw,
 rear:/rear/image_raw serves several cameras from this one node (README, "Several cameras"); the params
 file may list them instead (config/orin_dla_four_cameras.yaml).
@@ -47,10 +48,12 @@ def node_action(*, params_file: str, namespace: str = "", image_topic: str = "im
                 extra_parameters: dict[str, Any] | None = None, lifecycle: bool = False,
                 dds_profile: str = "", cameras: str = "") -> Node:
     """The Node action with plain values (the dual launch file builds two of these); ``image_topic`` and
-    ``namespace`` are normalised or refused (:class:`launch_args.LaunchArgumentError`, one line).
+    ``namespace`` are normalised or refused, a missing ``params_file`` refused
+    (:class:`launch_args.LaunchArgumentError`, one line).
     ``lifecycle``: the managed node (``dla_infer_lifecycle``), which starts unconfigured and waits for its
     transitions. ``dds_profile``: '', 'large_images' (the shipped profile) or a path to a Fast DDS XML.
     ``cameras``: 'name[:topic],...' sets the node's camera list (and those topics) over the params file."""
+    params_file = launch_args.params_file(params_file)
     image_topic = launch_args.image_topic(image_topic)
     namespace = launch_args.namespace(namespace)
     profile = launch_args.dds_profile(dds_profile, shipped_config_dir())

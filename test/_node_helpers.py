@@ -94,6 +94,23 @@ def write_oracle_model(folder: Path) -> tuple[Path, Path]:
     return onnx_path, meta_path
 
 
+def replay_until_settled(bag: Path, remap: str, recorder: Any, env: Mapping[str, str], quiet_s: float = 3.0,
+                         ) -> subprocess.CompletedProcess[str]:
+    """Replay ``bag`` (``bags.replay`` at half rate, ``remap`` FROM:=TO, once a subscriber is there) in its
+    own process, then wait until ``recorder`` has taken nothing new for ``quiet_s`` seconds."""
+    replay = subprocess.run(
+        [sys.executable, "-m", "dla_infer_node.bags.replay", str(bag), "--rate", "0.5", "--remap", remap,
+         "--wait-subscribers", "1", "--wait-timeout", "90", "--no-progress"],
+        env=dict(env), capture_output=True, text=True, timeout=300)
+    last, stable_since = -1, time.monotonic()
+    while time.monotonic() - stable_since < quiet_s:  # until no more messages arrive
+        n = len(recorder.snapshot())
+        if n != last:
+            last, stable_since = n, time.monotonic()
+        time.sleep(0.1)
+    return replay
+
+
 def iou(a: tuple[float, ...] | np.ndarray, b: tuple[float, ...] | np.ndarray) -> float:
     ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
     iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))

@@ -12,10 +12,12 @@ import numpy as np
 
 def pycocotools_map(gts: Sequence[tuple[np.ndarray, np.ndarray]],
              dets: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
-             classes: Sequence[str]) -> tuple[float, float, dict[str, float]]:
+             classes: Sequence[str], crowds: Sequence[tuple[np.ndarray, np.ndarray]] | None = None
+             ) -> tuple[float, float, dict[str, float]]:
     """COCO mAP@0.5 and mAP@0.5:0.95 via pycocotools.
 
-    ``gts[i]`` = (boxes xyxy, class_ids) of image i; ``dets[i]`` = (boxes xyxy, scores, class_ids).
+    ``gts[i]`` = (boxes xyxy, class_ids) of image i; ``dets[i]`` = (boxes xyxy, scores, class_ids);
+    ``crowds[i]`` = (boxes xyxy, class_ids) of image i's crowd regions (annotations with iscrowd 1).
     """
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
@@ -23,12 +25,14 @@ def pycocotools_map(gts: Sequence[tuple[np.ndarray, np.ndarray]],
     images: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
-    for i, (boxes, cls) in enumerate(gts):
+    no_crowds = [(np.zeros((0, 4)), np.zeros(0, int))] * len(gts)
+    for i, ((boxes, cls), (crowd_boxes, crowd_cls)) in enumerate(zip(gts, crowds or no_crowds, strict=True)):
         images.append({"id": i})
-        for b, c in zip(boxes.tolist(), cls.tolist(), strict=True):
-            w, h = b[2] - b[0], b[3] - b[1]
-            annotations.append({"id": len(annotations) + 1, "image_id": i, "category_id": int(c),
-                                "bbox": [b[0], b[1], w, h], "area": w * h, "iscrowd": 0})
+        for crowd, bs, cs in ((0, boxes, cls), (1, crowd_boxes, crowd_cls)):
+            for b, c in zip(bs.tolist(), cs.tolist(), strict=True):
+                w, h = b[2] - b[0], b[3] - b[1]
+                annotations.append({"id": len(annotations) + 1, "image_id": i, "category_id": int(c),
+                                    "bbox": [b[0], b[1], w, h], "area": w * h, "iscrowd": crowd})
     for i, (boxes, scores, cls) in enumerate(dets):
         for b, s, c in zip(boxes.tolist(), scores.tolist(), cls.tolist(), strict=True):
             results.append({"image_id": i, "category_id": int(c), "score": float(s),

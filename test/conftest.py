@@ -19,7 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _shm_watch import ShmWatch, describe_left
 from _suites import is_node_test_file
+
+from dla_infer_node.ros.launch_args import rclpy_major
 
 
 def _domain_id() -> int:
@@ -30,20 +33,8 @@ def _domain_id() -> int:
     return 1 + (os.getpid() * 7 + index * 13) % 200
 
 
-def _rclpy_major() -> int | None:
-    """Major version of the rclpy that would be imported (3 Humble, 7 Jazzy, 9 Kilted); imports nothing."""
-    from importlib import metadata
-
-    for dist in ("ros-rclpy", "rclpy"):  # the PyPI wheels; a sourced ROS install's egg-info
-        try:
-            return int(metadata.version(dist).split(".")[0])
-        except (metadata.PackageNotFoundError, ValueError):
-            continue
-    return None
-
-
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"  # Iron and later
-if (_rclpy_major() or 0) < 4:
+if (rclpy_major() or 0) < 4:
     os.environ["ROS_LOCALHOST_ONLY"] = "1"  # Humble knows only this one
 else:
     # Jazzy's rcl warns twice on stderr for every process while it is set (deprecated, and it overrides the
@@ -57,6 +48,8 @@ if _OWN_LOG_DIR is not None:
     os.environ["ROS_LOG_DIR"] = _OWN_LOG_DIR
 os.environ.setdefault("RCUTILS_COLORIZED_OUTPUT", "0")
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
+# the Fast DDS shared-memory segments this run's processes own: none may stay behind (see _shm_watch)
+_SHM_WATCH = ShmWatch().start()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -109,9 +102,28 @@ class _PassCounter:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # what a module or session fixture's processes left after the last test's own check
+    left = _SHM_WATCH.left_behind()
+    _SHM_WATCH.stop()
+    if left:
+        session.config.get_terminal_writer().line(describe_left(left), red=True, bold=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _OWN_LOG_DIR is not None:  # ROS logs of this run (set ROS_LOG_DIR to keep them)
         shutil.rmtree(_OWN_LOG_DIR, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def no_shm_segment_left_behind() -> Iterator[None]:
+    """Fail a test after which a process it started lies dead with its Fast DDS segment still in /dev/shm
+    (RAM that nothing gives back); the segment is removed, so the next test starts clean."""
+    yield
+    left = _SHM_WATCH.left_behind()
+    if left:
+        pytest.fail(describe_left(left), pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,12 @@
 scenes (dla_infer_node.core.synth), plus their ground truth as a JSON sidecar.
 
     .venv/bin/python tools/make_sample_bag.py [--out samples/sample_bag] [--frames 60] [--hz 10]
+    .venv/bin/python tools/make_sample_bag.py --encoding yuyv --out /tmp/yuyv_bag [--rgb8-twin]
+
+With ``--encoding`` the frames are raw sensor_msgs/Image on /camera/image_raw, as a camera publishing that
+encoding would send them (YUYV, NV12, Bayer, 16-bit...: ``core.synth_frames``); ``--rgb8-twin`` writes
+instead the rgb8 frames cv_bridge makes of that camera's frames (``core.color_convert``), the stream the
+node must answer alike.
 
 Deterministic: frame i is generate_scene(seed=SEED0 + i) stamped START + i / hz (only the CDR alignment
 padding bytes, which the serializer leaves uninitialised, differ between runs). Messages are serialized with
@@ -21,13 +27,17 @@ import cv2
 from dla_infer_node.bags.bag_io import BagReader
 from dla_infer_node.bags.bag_meta import QosProfile
 from dla_infer_node.bags.bag_writer import BagWriter
+from dla_infer_node.core.color_convert import to_rgb8
+from dla_infer_node.core.image_io import image_from_fields
 from dla_infer_node.core.synth import generate_scene
+from dla_infer_node.core.synth_frames import fields_in
 
 REPO = Path(__file__).resolve().parents[1]
 SEED0 = 1000
 START_NS = 1_764_000_000_000_000_000  # a fixed wall-clock start, so the bag is reproducible
 RECEIVE_LATENCY_NS = 2_000_000  # log time = stamp + 2 ms, like a recorder on the camera's host
 TOPIC = "/camera/image/compressed"
+RAW_TOPIC = "/camera/image_raw"
 FRAME_ID = "camera"
 # What a typical camera driver offers: reliable, volatile, keep last 10.
 CAMERA_QOS = QosProfile(history="keep_last", depth=10, reliability="reliable", durability="volatile")
@@ -35,6 +45,25 @@ CAMERA_QOS = QosProfile(history="keep_last", depth=10, reliability="reliable", d
 
 def ground_truth_path(bag: Path) -> Path:
     return bag.parent / f"{bag.name}.ground_truth.json"
+
+
+def compressed_image(msg: Any, rgb: Any, quality: int, index: int) -> Any:
+    ok, jpeg = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality])
+    if not ok:
+        raise RuntimeError(f"cv2.imencode failed for frame {index}")
+    msg.format = "rgb8; jpeg compressed bgr8"  # image_transport's convention for colour JPEG
+    msg.data = jpeg.tobytes()
+    return msg
+
+
+def raw_image(msg: Any, rgb: Any, encoding: str, rgb8_twin: bool) -> Any:
+    """An Image of ``rgb`` as an ``encoding`` camera sends it, or (twin) the rgb8 cv_bridge makes of that."""
+    fields = fields_in(rgb, encoding)
+    if rgb8_twin:
+        fields = fields_in(to_rgb8(image_from_fields(**fields), encoding), "rgb8")
+    for key, value in fields.items():
+        setattr(msg, key, value)
+    return msg
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,34 +74,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--width", type=int, default=640)
     ap.add_argument("--height", type=int, default=480)
     ap.add_argument("--quality", type=int, default=80, help="JPEG quality")
+    ap.add_argument("--encoding", default="", help="raw Image frames in this ROS encoding instead of JPEG")
+    ap.add_argument("--rgb8-twin", action="store_true",
+                    help="with --encoding: the rgb8 frames cv_bridge makes of that encoding's frames")
     args = ap.parse_args(argv)
+    if args.rgb8_twin and not args.encoding:
+        ap.error("--rgb8-twin needs --encoding")
 
     from rclpy.serialization import serialize_message
-    from sensor_msgs.msg import CompressedImage
+    from sensor_msgs.msg import CompressedImage, Image
 
     period_ns = round(1e9 / args.hz)
     frames: list[dict[str, Any]] = []
     n_objects: list[int] = []
+    topic = RAW_TOPIC if args.encoding else TOPIC
     with BagWriter(args.out, overwrite=True, ros_distro="jazzy") as bag:
-        bag.add_topic(TOPIC, "sensor_msgs/msg/CompressedImage", qos=[CAMERA_QOS])
+        bag.add_topic(topic, f"sensor_msgs/msg/{'Image' if args.encoding else 'CompressedImage'}",
+                      qos=[CAMERA_QOS])
         for i in range(args.frames):
             scene = generate_scene(SEED0 + i, width=args.width, height=args.height)
-            ok, jpeg = cv2.imencode(
-                ".jpg", cv2.cvtColor(scene.image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, args.quality]
-            )
-            if not ok:
-                raise RuntimeError(f"cv2.imencode failed for frame {i}")
             stamp = START_NS + i * period_ns
-            msg = CompressedImage()
+            msg: Any = raw_image(Image(), scene.image, args.encoding, args.rgb8_twin) if args.encoding else (
+                compressed_image(CompressedImage(), scene.image, args.quality, i))
             msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
             msg.header.frame_id = FRAME_ID
-            msg.format = "rgb8; jpeg compressed bgr8"  # image_transport's convention for colour JPEG
-            msg.data = jpeg.tobytes()
             data = serialize_message(msg)
             # Fast DDS may pad a sample to a multiple of 4 bytes in transit (CDR allows trailing padding),
             # so recordings hold such payloads; storing them aligned keeps replay -> receive byte-identical.
             data += b"\0" * (-len(data) % 4)
-            bag.write(TOPIC, data, log_time_ns=stamp + RECEIVE_LATENCY_NS, publish_time_ns=stamp)
+            bag.write(topic, data, log_time_ns=stamp + RECEIVE_LATENCY_NS, publish_time_ns=stamp)
             n_objects.append(len(scene.class_ids))
             frames.append(
                 {
@@ -86,8 +116,9 @@ def main(argv: list[str] | None = None) -> int:
             )
     truth = {
         "bag": args.out.name,
-        "topic": TOPIC,
+        "topic": topic,
         "frame_id": FRAME_ID,
+        "encoding": ("rgb8" if args.rgb8_twin else args.encoding) or "jpeg",
         "width": args.width,
         "height": args.height,
         "hz": args.hz,

@@ -16,8 +16,6 @@ from typing import Any, TypeVar
 
 from dla_infer_node.core.errors import BackendError
 
-STAGES = ("runtime_library", "device", "loadable", "tensors", "memory", "submit", "execution")
-
 T = TypeVar("T")
 
 
@@ -75,15 +73,13 @@ class ExecutionError(CudlaStageError):
     stage = "execution"
 
 
+# each stage's name is spelled once, on its class; the tuple is the order a backend start walks through them
 STAGE_CLASSES: dict[str, type[CudlaStageError]] = {
-    "runtime_library": RuntimeLibraryError,
-    "device": DeviceError,
-    "loadable": LoadableError,
-    "tensors": TensorError,
-    "memory": MemoryStageError,
-    "submit": SubmitError,
-    "execution": ExecutionError,
+    cls.stage: cls for cls in (RuntimeLibraryError, DeviceError, LoadableError, TensorError, MemoryStageError,
+                               SubmitError, ExecutionError)
 }
+STAGES = tuple(STAGE_CLASSES)
+
 
 # cudlaStatus values of NVIDIA's cudla.h (CUDLA_VER 1.5), the same in every cuda-bindings release: the
 # binding's member SPELLING changed (13.3.1 'ErrorUmd', 13.5.0 'ERROR_UMD'), so nothing here is keyed by

@@ -1,9 +1,12 @@
 """GPU input path of the cuDLA backend: one fused kernel from the raw frame into the DLA input buffer.
 
-Per frame (all on the backend's stream, no host synchronisation with it): copy the frame into a pinned
-staging buffer (this is where any row ``step`` is absorbed), one async upload into device staging, one
-kernel launch that letterboxes, resizes (OpenCV's 8-bit INTER_LINEAR, bit-exact), reorders channels,
-normalises, converts to fp16/int8 and writes every byte of the destination in the descriptor's layout.
+Per frame (all on the backend's stream, no host synchronisation with it): copy the frame's bytes as they
+came (any encoding of ``gpu_preprocess_params.SOURCE_FORMATS``: RGB/BGR(A)/mono in 8 or 16 bit, YUYV/UYVY,
+NV12/NV21, Bayer in 8 or 16 bit) into a pinned staging buffer (this is where any row ``step`` is absorbed),
+one async upload into device staging, one kernel launch that converts each source pixel it reads to RGB
+(as cv_bridge / OpenCV would), letterboxes, resizes (OpenCV's 8-bit INTER_LINEAR, bit-exact), reorders
+channels, normalises, converts to fp16/int8 and writes every byte of the destination in the descriptor's
+layout. No RGB frame is ever made: the conversion happens per tap inside the one kernel.
 The arithmetic and why it matches the CPU path exactly: :mod:`dla_infer_node.backends.preprocess_kernel`;
 the parameter block and the checks made before any CUDA call: ``gpu_preprocess_params``.
 
@@ -29,7 +32,10 @@ from dla_infer_node.backends.gpu_preprocess_params import (
     GpuPreprocessError,
     check_frame,
     check_layout,
+    frame_size,
     set_geometry,
+    source_format,
+    source_tables,
     static_params,
 )
 from dla_infer_node.core.errors import InputError, ParameterError
@@ -139,14 +145,15 @@ class GpuInputPath:
         self.grid, self.block = pk.launch_geometry(layout.size, pk.CHUNK_BYTES[self.variant])
         self._ytab_off = input_spec.width * 16
         self._table_bytes = -(-(input_spec.width + input_spec.height) * 16 // TABLE_ALIGN) * TABLE_ALIGN
-        self.staging_bytes = self._table_bytes + self._max_w * self._max_h * 4  # 4: widest encoding
+        self.staging_bytes = self._table_bytes + self._max_w * self._max_h * 8  # 8: rgba16/bgra16
         self._params = static_params(input_spec, layout, int8_scale)
         self._argv = (ctypes.c_void_p * 1)(ctypes.addressof(self._params))
-        self._geometry: tuple[int, int, int, str] | None = None
+        self._geometry: tuple[int, int, str, bool] | None = None
         self._lb: Letterbox | None = None
         self._closed = False
         self._module: Any = None
-        self._function: Any = None
+        self._function: Any = None  # the kernel of the last frame's source family
+        self._functions: dict[str, Any] = {}
         self._pinned: PinnedBuffer | None = None
         self._dev = 0
         self._upload_done: Any = None
@@ -171,8 +178,10 @@ class GpuInputPath:
         cubin = compile_kernel(arch, self.variant)
         self._module = _check(driver.cuModuleLoadData(cubin), "cuModuleLoadData",
                               {"arch": arch, "bytes": len(cubin)})
-        self._function = _check(driver.cuModuleGetFunction(self._module, pk.KERNEL_NAME.encode()),
-                                "cuModuleGetFunction", {"name": pk.KERNEL_NAME})
+        for family, name in pk.KERNEL_NAMES.items():
+            self._functions[family] = _check(driver.cuModuleGetFunction(self._module, name.encode()),
+                                             "cuModuleGetFunction", {"name": name})
+        self._function = self._functions["packed8"]
         self._pinned = cr.PinnedBuffer(self.staging_bytes, what="gpu preprocess staging")
         self._dev = cr.malloc(self.staging_bytes, what="gpu preprocess staging")
         flags = runtime.cudaEventDisableTiming
@@ -182,23 +191,30 @@ class GpuInputPath:
         p.xtab, p.ytab, p.src = self._dev, self._dev + self._ytab_off, self._dev + self._table_bytes
 
     # -- per frame -------------------------------------------------------------------------------------
-    def _prepare(self, w: int, h: int, c: int, encoding: str) -> tuple[Letterbox, bool]:
+    def _prepare(self, w: int, h: int, encoding: str, big_endian: bool) -> tuple[Letterbox, bool]:
         """Letterbox and kernel parameters for this geometry; True when the tap tables must be uploaded."""
         from dla_infer_node.core.preprocess import Letterbox
 
-        if self._geometry == (w, h, c, encoding) and self._lb is not None:
+        if self._geometry == (w, h, encoding, big_endian) and self._lb is not None:
             return self._lb, False
+        fmt = source_format(encoding)
         lb = Letterbox.fit(w, h, self._spec.width, self._spec.height)
-        xtab, ytab = pk.tap_tables(w, h, c, lb.new_w, lb.new_h)
+        unit, row, _ = source_tables(fmt, w)
+        xtab, ytab = pk.tap_tables(w, h, unit, lb.new_w, lb.new_h, row_bytes=row)
         assert self._pinned is not None
         table = self._pinned.array
         table[: xtab.nbytes] = xtab.reshape(-1).view(np.uint8)
         table[self._ytab_off: self._ytab_off + ytab.nbytes] = ytab.reshape(-1).view(np.uint8)
-        set_geometry(self._params, self._spec, lb, encoding)
+        set_geometry(self._params, self._spec, lb, encoding, big_endian)
+        self._function = self._functions[fmt.family]
         return lb, True
 
     def enqueue(self, image: np.ndarray, encoding: str, dst_ptr: int, stream: int) -> Letterbox:
-        """Upload the frame and launch the kernel on ``stream``; returns at once (no host sync)."""
+        """Upload the frame and launch the kernel on ``stream``; returns at once (no host sync).
+
+        ``image`` is the array :func:`~dla_infer_node.backends.gpu_preprocess_params.check_frame` takes
+        for ``encoding`` (``cv2.cvtColor``'s input; 16-bit frames carry their byte order in the dtype).
+        """
         if self._closed:
             raise InputError("GPU input path is closed", call="GpuInputPath.enqueue", stage=STAGE)
         img = check_frame(image, encoding, self._max_w, self._max_h)
@@ -206,23 +222,25 @@ class GpuInputPath:
         if dst == 0 or dst % pk.STRIDE_ALIGN:
             raise GpuPreprocessError("destination must be a non-null, 16-byte aligned device pointer",
                                      call="GpuInputPath.enqueue", params={"dst_ptr": hex(dst)})
-        h, w, c = img.shape
+        w, h = frame_size(img, encoding)
+        big_endian = not img.dtype.isnative
         rt, pinned = self._rt, self._pinned
         assert pinned is not None
         # The pinned staging may still be the source of the previous upload (a no-op wait in the backend,
         # which synchronises every frame).
         _check(rt.cudaEventSynchronize(self._upload_done), "cudaEventSynchronize", {"event": "upload"})
-        lb, new_tables = self._prepare(w, h, c, encoding)
-        tb = self._table_bytes
-        np.copyto(pinned.array[tb: tb + h * w * c].reshape(h, w, c), img)  # absorbs any row step
+        lb, new_tables = self._prepare(w, h, encoding, big_endian)
+        tb, nbytes = self._table_bytes, img.size * img.itemsize
+        # the bytes as they came (dtype kept, so a big-endian frame stays big-endian); absorbs any row step
+        np.copyto(pinned.array[tb: tb + nbytes].view(img.dtype).reshape(img.shape), img)
         start = 0 if new_tables else tb
         # Device staging is read by the previous kernel, possibly on another stream: order after it.
         _check(rt.cudaStreamWaitEvent(s, self._kernel_done, 0), "cudaStreamWaitEvent", {"stream": hex(s)})
-        _check(rt.cudaMemcpyAsync(self._dev + start, pinned.ptr + start, tb + h * w * c - start,
+        _check(rt.cudaMemcpyAsync(self._dev + start, pinned.ptr + start, tb + nbytes - start,
                                   rt.cudaMemcpyKind.cudaMemcpyHostToDevice, s),
-               "cudaMemcpyAsync", {"kind": "H2D", "bytes": tb + h * w * c - start, "stream": hex(s)})
+               "cudaMemcpyAsync", {"kind": "H2D", "bytes": tb + nbytes - start, "stream": hex(s)})
         _check(rt.cudaEventRecord(self._upload_done, s), "cudaEventRecord", {"event": "upload"})
-        self._geometry, self._lb = (w, h, c, encoding), lb
+        self._geometry, self._lb = (w, h, encoding, big_endian), lb
         self.launch(dst, s)
         return lb
 
@@ -273,6 +291,7 @@ class GpuInputPath:
             step(pinned.free)
         if self._module is not None:
             mod, self._module, self._function = self._module, None, None
+            self._functions = {}
             step(lambda: _check(self._drv.cuModuleUnload(mod), "cuModuleUnload"))
         if errors:
             raise errors[0]

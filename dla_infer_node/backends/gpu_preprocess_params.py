@@ -9,13 +9,14 @@ launching it: :mod:`dla_infer_node.backends.gpu_preprocess`. The CPU tests exerc
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dla_infer_node.backends import preprocess_kernel as pk
+from dla_infer_node.core import encodings
 from dla_infer_node.core.errors import BackendError, InputError, ParameterError
-from dla_infer_node.core.image_io import RGB_INDEX, validate_image
 
 if TYPE_CHECKING:
     from dla_infer_node.core.model_meta import InputSpec
@@ -56,10 +57,62 @@ def check_layout(spec: InputSpec, layout: TensorLayout, int8_scale: float | None
                                  hint="use preprocess_device: cpu for this loadable")
 
 
+@dataclass(frozen=True)
+class SourceFormat:
+    """How the kernel reads one encoding of :mod:`dla_infer_node.core.encodings` (``family`` picks the kernel,
+    see ``preprocess_kernel``)."""
+
+    family: str
+    channels: int = 1                       # samples per pixel (packed families)
+    rgb: tuple[int, int, int] = (0, 1, 2)   # sample index of R, G, B within a pixel (packed families)
+    yuv_off: tuple[int, int, int] = (0, 0, 0)  # YUV: byte of Y in a pixel, of U and V in a pair / NV row
+    bayer: str = ""                         # Bayer: colours of the 2x2 tile, row by row
+
+    @property
+    def sample_bytes(self) -> int:
+        return 2 if self.family in ("packed16", "bayer16") else 1
+
+    @property
+    def packed(self) -> bool:
+        return self.family in pk.PACKED_FAMILIES
+
+
+# where the kernel finds Y, U and V: the byte of Y within a pixel, of U and V within a pixel pair (4:2:2:
+# YUYV = Y0 U Y1 V, UYVY = U Y0 V Y1) or within a chroma pair of an NV12/NV21 chroma row
+_YUV_OFF = {"yuyv": (0, 1, 3), "uyvy": (1, 0, 2), "nv12": (0, 0, 1), "nv21": (0, 1, 0)}
+_FAMILY = {encodings.PACKED: "packed", encodings.YUV422: "yuv422", encodings.YUV420SP: "nv",
+           encodings.BAYER: "bayer"}
+
+
+def _reading(enc: encodings.Encoding) -> SourceFormat:
+    family = _FAMILY[enc.family]
+    if family in ("packed", "bayer"):
+        family += str(enc.bits)
+    return SourceFormat(family, enc.channels if enc.family == encodings.PACKED else 1,
+                        enc.rgb_index or (0, 1, 2), _YUV_OFF.get(enc.name, (0, 0, 0)),
+                        enc.name[len("bayer_"):-len(str(enc.bits))] if enc.family == encodings.BAYER else "")
+
+
+# every encoding of the node's table, as the kernel reads it (aliases resolve through encodings.canonical)
+SOURCE_FORMATS: dict[str, SourceFormat] = {name: _reading(e) for name, e in encodings.TABLE.items()}
+
+
+def source_format(encoding: str) -> SourceFormat:
+    """The kernel's reading of ``encoding``; :class:`InputError` (one line naming it) when there is none."""
+    return SOURCE_FORMATS[encodings.canonical(encoding, STAGE)]
+
+
+def frame_shape(encoding: str, w: int, h: int) -> tuple[tuple[int, ...], np.dtype]:
+    """``(shape, dtype)`` of the view a ``w`` x ``h`` frame of ``encoding`` is handed over as."""
+    enc = encodings.lookup(encoding, STAGE)
+    return (enc.rows(h), w, enc.channels), enc.dtype
+
+
 def check_frame(image: Any, encoding: str, max_w: int, max_h: int) -> np.ndarray:
-    """Validate one frame before anything is enqueued; returns its ``(H, W, C)`` view."""
-    img = validate_image(image, encoding, stage=STAGE)
-    h, w = img.shape[:2]
+    """Validate one frame before anything is enqueued; returns its 3-D view (``core.encodings``' shapes:
+    16-bit ones carry their byte order in the dtype, a ``>u2`` view is a big-endian frame)."""
+    img, enc = encodings.validate(image, encoding, stage=STAGE)
+    w, h = encodings.frame_size(img, enc)
     if w > max_w or h > max_h:
         raise InputError(f"frame {w}x{h} larger than the staging buffer ({max_w}x{max_h}, set at startup)",
                          call="GpuInputPath.enqueue", params={"encoding": encoding, "shape": img.shape},
@@ -67,10 +120,24 @@ def check_frame(image: Any, encoding: str, max_w: int, max_h: int) -> np.ndarray
     return img
 
 
+def frame_size(image: np.ndarray, encoding: str) -> tuple[int, int]:
+    """``(width, height)`` in pixels of a frame already checked by :func:`check_frame`."""
+    return encodings.frame_size(image, encodings.lookup(encoding, STAGE))
+
+
 def source_channels(encoding: str, channel_order: str) -> tuple[int, int, int]:
-    """Byte offset within a source pixel of each model channel (metadata order)."""
-    r, g, b = RGB_INDEX[encoding]
+    """Per model channel (metadata order): byte offset within a packed pixel, or R/G/B index (0-2)."""
+    fmt = source_format(encoding)
+    r, g, b = (i * fmt.sample_bytes for i in fmt.rgb) if fmt.packed else (0, 1, 2)
     return (r, g, b) if channel_order == "rgb" else (b, g, r)
+
+
+def source_tables(fmt: SourceFormat, w: int) -> tuple[int, int, int]:
+    """``(tap unit, row unit, staged row bytes)``: how tap tables address this family's staged frame."""
+    if fmt.packed:
+        pixel = fmt.channels * fmt.sample_bytes
+        return pixel, pixel * w, pixel * w
+    return 1, 1, w * (2 if fmt.family == "yuv422" else fmt.sample_bytes)
 
 
 def cpu_path_fuses(spec: InputSpec, new_w: int, new_h: int, dst_w: int) -> bool:
@@ -116,9 +183,58 @@ def static_params(spec: InputSpec, layout: TensorLayout, int8_scale: float | Non
     return p
 
 
-def set_geometry(p: pk.PackParams, spec: InputSpec, lb: Letterbox, encoding: str) -> None:
-    """Kernel parameters that follow the frame: letterbox placement, channel map, rounding mode."""
+def set_geometry(p: pk.PackParams, spec: InputSpec, lb: Letterbox, encoding: str,
+                 big_endian: bool = False) -> None:
+    """Kernel parameters that follow the frame: letterbox placement, source reading, rounding mode."""
+    fmt = source_format(encoding)
     p.pad_x, p.pad_y, p.new_w, p.new_h = lb.pad_x, lb.pad_y, lb.new_w, lb.new_h
     p.fused = int(cpu_path_fuses(spec, lb.new_w, lb.new_h, spec.width))
     for k, off in enumerate(source_channels(encoding, spec.channel_order)):
         p.src_off[k] = off
+    p.src_w, p.src_h = lb.src_w, lb.src_h
+    p.src_step = source_tables(fmt, lb.src_w)[2]
+    p.swap = int(big_endian and fmt.sample_bytes == 2)
+    for k, off in enumerate(fmt.yuv_off):
+        p.yuv_off[k] = off
+    colour = {"r": 0, "g": 1, "b": 2}
+    p.bayer = sum(colour[ch] << (2 * i) for i, ch in enumerate(fmt.bayer))
+
+
+def staged_bytes(image: np.ndarray) -> np.ndarray:
+    """The frame's bytes as the staging buffer holds them (rows packed, byte order kept): tests."""
+    return np.ascontiguousarray(image).reshape(-1).view(np.uint8)
+
+
+def emulate_source_channels(staged: np.ndarray, p: pk.PackParams, family: str) -> np.ndarray:
+    """What the kernel reads as each source pixel, from the staged bytes and the parameter block alone:
+    ``(H, W, 3)`` uint8 in model channel order (numpy, for tests; resize it with ``emulate_resize``)."""
+    w, h, step = p.src_w, p.src_h, p.src_step
+    rows = staged[: step * (h * 3 // 2 if family == "nv" else h)].reshape(-1, step)
+    off = list(p.src_off)[:3]
+    if family in pk.PACKED_FAMILIES:
+        wide = family == "packed16"
+        pixel = step // w
+        idx = np.arange(w)[:, None] * pixel + np.array(off)  # byte offset of each model channel
+        if not wide:
+            return rows[:h][:, idx]
+        lo, hi = rows[:h][:, idx + p.swap], rows[:h][:, idx + 1 - p.swap]  # swap: big-endian samples
+        return pk.to8(hi.astype(np.int64) << 8 | lo)
+    if family in ("yuv422", "nv"):
+        yo, uo, vo = list(p.yuv_off)[:3]
+        x = np.arange(w)
+        if family == "yuv422":
+            luma = rows[:, 2 * x + yo]
+            u, v = rows[:, 4 * (x // 2) + uo], rows[:, 4 * (x // 2) + vo]
+        else:
+            luma = rows[:h, :w]
+            crow = rows[h + np.arange(h) // 2]
+            u, v = crow[:, (x & ~1) + uo], crow[:, (x & ~1) + vo]
+        return pk.yuv_rgb(luma, u, v)[:, :, off]
+    wide = family == "bayer16"
+    raw = rows[:, : w * (2 if wide else 1)]
+    if wide:
+        pairs = raw.reshape(h, w, 2).astype(np.int64)
+        raw = pairs[:, :, 1 - p.swap] << 8 | pairs[:, :, p.swap]
+    site = tuple((p.bayer >> (2 * i)) & 3 for i in range(4))
+    rgb = pk.emulate_demosaic(raw, site)
+    return (pk.to8(rgb) if wide else rgb.astype(np.uint8))[:, :, off]

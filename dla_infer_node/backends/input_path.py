@@ -16,7 +16,9 @@ Contract (read by the GPU-preprocess implementation, ``gpu_preprocess.GpuInputPa
   with the stream: the backend submits the DLA task on the same stream right after, and synchronises
   once per frame after the output copies. It may, however, reuse its pinned staging buffer only once
   the previous frame's copy has completed — the backend's per-frame sync guarantees that.
-  ``image`` is ``(H, W, C)`` uint8 (C = 1, 3 or 4 per ``encoding``: rgb8, bgr8, rgba8, bgra8, mono8).
+  ``image`` is the frame's view as :mod:`dla_infer_node.core.encodings` shapes it for ``encoding`` (a
+  table name: ``(H, W, C)`` uint8 or uint16 for packed ones, ``(H, W, 2)`` for YUYV/UYVY, ``(H*3/2, W, 1)``
+  for NV12/NV21, ``(H, W, 1)`` for Bayer; 16-bit views carry the message's byte order in their dtype).
   It returns the frame's :class:`~dla_infer_node.core.preprocess.Letterbox` (fixed geometry in the brief).
   Bad input (unsupported encoding, zero size, frame larger than max) raises
   :class:`~dla_infer_node.core.errors.InputError` before anything is enqueued.
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from dla_infer_node.core import encodings
 from dla_infer_node.core.errors import InputError, ParameterError
 
 if TYPE_CHECKING:
@@ -85,9 +88,10 @@ class CpuInputPath:
     def enqueue(self, image: np.ndarray, encoding: str, dst_ptr: int, stream: int) -> Letterbox:
         if self._pinned is None:
             raise InputError("input path is closed", call="CpuInputPath.enqueue")
-        if image.ndim >= 2 and (image.shape[0] > self._max_h or image.shape[1] > self._max_w):
+        w, h = encodings.frame_size(*encodings.validate(image, encoding))
+        if h > self._max_h or w > self._max_w:
             raise InputError(
-                f"frame {image.shape[1]}x{image.shape[0]} larger than the configured maximum "
+                f"frame {w}x{h} larger than the configured maximum "
                 f"{self._max_w}x{self._max_h}",
                 call="CpuInputPath.enqueue", params={"encoding": encoding})
         lb = self._pre.into_layout(image, encoding, self._layout, self._pinned.array, self._scale)

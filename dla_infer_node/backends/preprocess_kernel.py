@@ -21,6 +21,22 @@ an FMA machine (the CPU path's conversion), and the pad value is normalised on t
 CPU path fills its padding. fp16 is round-to-nearest-even; int8 is ``clamp(rint(x / scale))``, the
 division in float32, as ``tensor_format.pack`` does. The tables are computed here, on the host, once per
 frame geometry, so the kernel does no floating-point index arithmetic at all.
+
+Camera encodings are read as they come, in the same pass: each of the four taps of an output sample is
+converted to 8-bit RGB where it is read, exactly as cv_bridge converts the whole frame before the CPU
+path resizes it, so the result is the same bytes with no RGB frame in between. One kernel per source
+family (``FAMILIES``) in each module:
+
+- 16-bit RGB/BGR(A)/mono: ``(v + 128) / 257`` per sample (cv_bridge's ``convertTo`` by 255/65535 rounds
+  to nearest and never meets a tie), big-endian samples byte-swapped first;
+- YUYV/UYVY and NV12/NV21: OpenCV's BT.601 limited-range conversion in its 20-bit fixed point
+  (``COLOR_YUV2RGB_*``), chroma taken from the pixel pair / 2x2 block the pixel belongs to;
+- Bayer: OpenCV's bilinear demosaic (rounded means of the 2 or 4 nearest samples of each missing colour;
+  border rows/columns copy their inner neighbour; frames under 3x3 are zeros), computed for the four taps
+  from one 4x4 window of samples; 16-bit mosaics are demosaiced in 16 bit, then scaled, as cv_bridge does.
+
+All three match OpenCV bit for bit (``test/backends/test_gpu_preprocess_cpu.py`` checks the numpy twins
+below against ``cv2.cvtColor``; the GPU tests check the kernel itself).
 """
 
 from __future__ import annotations
@@ -36,7 +52,11 @@ STRIDE_ALIGN = 16  # line/surface/batch strides must be multiples of this (every
 BLOCK_THREADS = 256
 MAX_CHANNELS = 4
 
-KERNEL_NAME = "dla_pack"
+KERNEL_NAME = "dla_pack"  # the packed 8-bit family (rgb8, bgr8, rgba8, bgra8, mono8)
+# source family -> its kernel in every module (see the end of KERNEL_SOURCE)
+FAMILIES = ("packed8", "packed16", "yuv422", "nv", "bayer8", "bayer16")
+KERNEL_NAMES: dict[str, str] = {f: KERNEL_NAME if f == "packed8" else f"{KERNEL_NAME}_{f}" for f in FAMILIES}
+PACKED_FAMILIES = ("packed8", "packed16")
 # (element bytes, channels per pixel atom) -> bytes each thread writes. Instantiated for linear (1),
 # hwc4 (C' = 1 is addressed like a one-plane linear tensor, C' = 4), chw16 (fp16), chw32 (int8).
 # Chunks hold about 4 real elements: with 16-byte chunks everywhere the linear and hwc4 kernels had too
@@ -48,15 +68,15 @@ CHUNK_BYTES: dict[tuple[int, int], int] = {
 VARIANTS = tuple(CHUNK_BYTES)
 
 KERNEL_SOURCE = r"""
-// Fused letterbox + bilinear resize + channel order + normalisation + fp16/int8 + DLA layout.
-// Each thread writes one aligned 16-byte chunk of the destination; chunks that fall on row pads, pad
+// Fused source conversion + letterbox + bilinear resize + channel order + normalisation + fp16/int8 + DLA
+// layout. Each thread writes one aligned chunk of the destination; chunks that fall on row pads, pad
 // channels, surface/batch slack or the tail are written as zeros, so no byte of the buffer is left stale.
 // Written for NVRTC: no headers.
 
 struct PackParams {
     const unsigned char* src;   // frame in device staging, rows of src_step bytes
-    const int4* xtab;           // new_w entries: (tap0 byte offset, tap1 byte offset, a0, a1)
-    const int4* ytab;           // new_h entries: (row0 byte offset, row1 byte offset, b0, b1)
+    const int4* xtab;           // new_w entries: (tap0, tap1, a0, a1); taps in bytes (packed) or pixels
+    const int4* ytab;           // new_h entries: (row0, row1, b0, b1); rows in bytes (packed) or pixels
     unsigned char* dst;         // DLA input buffer
     unsigned int size;          // bytes of dst to write
     unsigned int line;          // byte strides: line, surface, batch (multiples of 16)
@@ -68,11 +88,16 @@ struct PackParams {
     int n, groups, h, w, c;     // groups: planes (linear), 1 (hwc4), ceil(C/V) (chw16/chw32)
     int pad_x, pad_y, new_w, new_h;
     int fused;                  // 1: fma like the CPU path's SIMD loop, 0: its scalar loop (mul, add)
-    int src_off[4];             // byte offset within a source pixel of each model channel
+    int src_off[4];             // per model channel: byte offset in a pixel (packed) or R/G/B index (0-2)
     float alpha[4];             // x = fma(pixel, alpha, gamma)
     float gamma[4];
     float pad[4];               // normalised pad value
     float scale;                // int8 calibration scale
+    int src_step;               // bytes per staged source row
+    int src_w, src_h;           // source frame in pixels
+    int swap;                   // 1: 16-bit samples are big-endian
+    int yuv_off[4];             // YUV: byte offset of Y within a pixel, of U and V within a pair / NV row
+    int bayer;                  // Bayer: colour (0 R, 1 G, 2 B) of site (y&1, x&1) in bits 2*(2*(y&1)+(x&1))
 };
 
 __device__ __forceinline__ int pick_i(const int* a, unsigned int k) {
@@ -81,6 +106,9 @@ __device__ __forceinline__ int pick_i(const int* a, unsigned int k) {
 }
 __device__ __forceinline__ float pick_f(const float* a, unsigned int k) {
     return k == 0 ? a[0] : (k == 1 ? a[1] : (k == 2 ? a[2] : a[3]));
+}
+__device__ __forceinline__ int pick3(int3 v, int k) {
+    return k == 0 ? v.x : (k == 1 ? v.y : v.z);
 }
 
 __device__ __forceinline__ unsigned short f32_to_f16(float f) {
@@ -114,20 +142,156 @@ __device__ __forceinline__ void put(Chunk<CB>& out, int i, float f, float scale)
     out.w[i / per_word] |= bits << (8 * ES * (i % per_word));
 }
 
-// OpenCV's 8-bit INTER_LINEAR for one output sample (see the Python module docstring).
-__device__ __forceinline__ int resample(const unsigned char* __restrict__ r0,
-                                        const unsigned char* __restrict__ r1, int4 xt, int4 yt) {
-    const int h0 = (int)__ldg(r0 + xt.x) * xt.z + (int)__ldg(r0 + xt.y) * xt.w;
-    const int h1 = (int)__ldg(r1 + xt.x) * xt.z + (int)__ldg(r1 + xt.y) * xt.w;
+// OpenCV's 8-bit INTER_LINEAR for one output sample from its four taps (see the Python module docstring).
+__device__ __forceinline__ int lerp2(int v00, int v01, int v10, int v11, int4 xt, int4 yt) {
+    const int h0 = v00 * xt.z + v01 * xt.w;
+    const int h1 = v10 * xt.z + v11 * xt.w;
     const int v = (((h0 >> 4) * yt.z) >> 16) + (((h1 >> 4) * yt.w) >> 16);
     return min(max((v + 2) >> 2, 0), 255);
 }
 
-template <int ES, int CPG, int CB>
+// cv_bridge's 16 -> 8 bit: convertTo(CV_8U, 255/65535) == round(v / 257), never a tie for integers
+__device__ __forceinline__ int to8(unsigned int v) {
+    return (int)((v + 128u) / 257u);
+}
+
+__device__ __forceinline__ unsigned int load16(const unsigned char* q, int swap) {
+    const unsigned int v = __ldg(reinterpret_cast<const unsigned short*>(q));
+    return swap ? (((v & 0xffu) << 8) | (v >> 8)) : v;
+}
+
+// Source families. Packed ones (rgb/bgr/rgba/bgra/mono, 8 and 16 bit) are read one channel at a time
+// through byte-offset tap tables; the others convert a whole pixel to RGB (pixel-index tap tables).
+#define SRC_PACKED8 0
+#define SRC_PACKED16 1
+#define SRC_YUV422 2
+#define SRC_NV 3
+#define SRC_BAYER8 4
+#define SRC_BAYER16 5
+
+template <int SRC>
+__device__ __forceinline__ int packed_sample(const PackParams& p, int4 xt, int4 yt, int so) {
+    const unsigned char* r0 = p.src + yt.x + so;
+    const unsigned char* r1 = p.src + yt.y + so;
+    if (SRC == SRC_PACKED8) {
+        return lerp2(__ldg(r0 + xt.x), __ldg(r0 + xt.y), __ldg(r1 + xt.x), __ldg(r1 + xt.y), xt, yt);
+    } else {  // 16 bit: to 8 bit first, as cv_bridge does before anything else sees the frame
+        return lerp2(to8(load16(r0 + xt.x, p.swap)), to8(load16(r0 + xt.y, p.swap)),
+                     to8(load16(r1 + xt.x, p.swap)), to8(load16(r1 + xt.y, p.swap)), xt, yt);
+    }
+}
+
+// OpenCV's YUV -> RGB (BT.601 limited range, 20-bit fixed point), as cvtColor COLOR_YUV2RGB_* computes it
+__device__ __forceinline__ int3 yuv_rgb(int y, int u, int v) {
+    const int yy = max(y - 16, 0) * 1220542 + (1 << 19);
+    u -= 128;
+    v -= 128;
+    return make_int3(min(max((yy + 1673527 * v) >> 20, 0), 255),
+                     min(max((yy - 852492 * v - 409993 * u) >> 20, 0), 255),
+                     min(max((yy + 2116026 * u) >> 20, 0), 255));
+}
+
+template <int SRC>
+__device__ __forceinline__ int3 yuv_pixel(const PackParams& p, int x, int y) {
+    const unsigned char* row = p.src + y * p.src_step;
+    const unsigned char* chroma;
+    int luma;
+    if (SRC == SRC_YUV422) {  // Y0 U Y1 V (YUYV) or U Y0 V Y1 (UYVY): one U and V per pixel pair
+        luma = __ldg(row + 2 * x + p.yuv_off[0]);
+        chroma = row + 4 * (x >> 1);
+    } else {  // NV12/NV21: full-size Y plane, then H/2 rows of interleaved chroma per 2x2 block
+        luma = __ldg(row + x);
+        chroma = p.src + (p.src_h + (y >> 1)) * p.src_step + (x & ~1);
+    }
+    return yuv_rgb(luma, __ldg(chroma + p.yuv_off[1]), __ldg(chroma + p.yuv_off[2]));
+}
+
+template <int SRC>
+__device__ __forceinline__ int bayer_load(const PackParams& p, int x, int y) {
+    const unsigned char* row = p.src + y * p.src_step;
+    return SRC == SRC_BAYER8 ? (int)__ldg(row + x) : (int)load16(row + 2 * x, p.swap);
+}
+
+// OpenCV's bilinear demosaic at one site from its 3x3 neighbourhood w[r][c] (centre w[1][1]): the own
+// colour as is, the others as rounded means of the 2 or 4 nearest samples of that colour.
+__device__ __forceinline__ int3 demosaic(const int w[3][3], int site, int right) {
+    const int hor = (w[1][0] + w[1][2] + 1) >> 1;
+    const int ver = (w[0][1] + w[2][1] + 1) >> 1;
+    const int crs = (w[1][0] + w[1][2] + w[0][1] + w[2][1] + 2) >> 2;
+    const int dia = (w[0][0] + w[0][2] + w[2][0] + w[2][2] + 2) >> 2;
+    const int c = w[1][1];
+    if (site == 0) return make_int3(c, crs, dia);
+    if (site == 2) return make_int3(dia, crs, c);
+    return right == 0 ? make_int3(hor, c, ver) : make_int3(ver, c, hor);  // green: R beside it or above
+}
+
+__device__ __forceinline__ int bayer_site(int code, int x, int y) {
+    return (code >> (2 * (2 * (y & 1) + (x & 1)))) & 3;
+}
+
+// The four taps' RGB. OpenCV demosaics rows/columns 1..size-2 and copies them onto the border, i.e. a
+// border pixel takes the value of the nearest interior one; frames narrower or lower than 3 are zeros.
+// Adjacent taps share one 4x4 window of samples (16 loads instead of 36).
+template <int SRC>
+__device__ __forceinline__ void bayer_taps(const PackParams& p, int4 xt, int4 yt, int3 t[4]) {
+    const int W = p.src_w, H = p.src_h;
+    if (W < 3 || H < 3) {
+        t[0] = t[1] = t[2] = t[3] = make_int3(0, 0, 0);
+        return;
+    }
+    const int x0 = min(max(xt.x, 1), W - 2), x1 = min(max(xt.y, 1), W - 2);
+    const int y0 = min(max(yt.x, 1), H - 2), y1 = min(max(yt.y, 1), H - 2);
+    int win[4][4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+        const int yy = min(y0 - 1 + r, H - 1);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) win[r][c] = bayer_load<SRC>(p, min(x0 - 1 + c, W - 1), yy);
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            int w[3][3];
+#pragma unroll
+            for (int r = 0; r < 3; ++r) {
+#pragma unroll
+                for (int c = 0; c < 3; ++c) w[r][c] = win[j + r][i + c];
+            }
+            const int x = x0 + i, y = y0 + j;
+            int3 v = demosaic(w, bayer_site(p.bayer, x, y), bayer_site(p.bayer, x + 1, y));
+            if (SRC == SRC_BAYER16) v = make_int3(to8(v.x), to8(v.y), to8(v.z));  // demosaic, then scale
+            t[2 * j + i] = v;
+        }
+    }
+    // a tap clamped onto its neighbour (x1 == x0 or y1 == y0) repeats it
+    if (x1 == x0) { t[1] = t[0]; t[3] = t[2]; }
+    if (y1 == y0) { t[2] = t[0]; t[3] = t[1]; }
+}
+
+// The resampled RGB of one output pixel for the whole-pixel families.
+template <int SRC>
+__device__ __forceinline__ int3 pixel_rgb(const PackParams& p, int4 xt, int4 yt) {
+    int3 t[4];
+    if (SRC == SRC_BAYER8 || SRC == SRC_BAYER16) {
+        bayer_taps<SRC>(p, xt, yt, t);
+    } else {
+        t[0] = yuv_pixel<SRC>(p, xt.x, yt.x);
+        t[1] = yuv_pixel<SRC>(p, xt.y, yt.x);
+        t[2] = yuv_pixel<SRC>(p, xt.x, yt.y);
+        t[3] = yuv_pixel<SRC>(p, xt.y, yt.y);
+    }
+    return make_int3(lerp2(t[0].x, t[1].x, t[2].x, t[3].x, xt, yt),
+                     lerp2(t[0].y, t[1].y, t[2].y, t[3].y, xt, yt),
+                     lerp2(t[0].z, t[1].z, t[2].z, t[3].z, xt, yt));
+}
+
+template <int ES, int CPG, int CB, int SRC>
 __device__ __forceinline__ void pack_chunk(const PackParams& p) {
     constexpr int EPC = CB / ES;                      // elements per chunk
     constexpr int PIX = EPC >= CPG ? EPC / CPG : 1;   // pixels per chunk
     constexpr int CH = EPC >= CPG ? CPG : EPC;        // channel slots per pixel in one chunk
+    constexpr bool PACKED = SRC == SRC_PACKED8 || SRC == SRC_PACKED16;
     const unsigned int off = (blockIdx.x * blockDim.x + threadIdx.x) * (unsigned int)CB;
     if (off >= p.size) return;
     Chunk<CB> out;
@@ -154,6 +318,8 @@ __device__ __forceinline__ void pack_chunk(const PackParams& p) {
                 const int xx = (int)x - p.pad_x;
                 const bool in = yin && xx >= 0 && xx < p.new_w;
                 const int4 xt = in ? p.xtab[xx] : make_int4(0, 0, 0, 0);
+                int3 rgb = make_int3(0, 0, 0);
+                if (!PACKED && in) rgb = pixel_rgb<SRC>(p, xt, yt);  // all channels of the pixel at once
 #pragma unroll
                 for (int j = 0; j < CH; ++j) {
                     const unsigned int ch = g * CPG + k0 + j;
@@ -161,7 +327,7 @@ __device__ __forceinline__ void pack_chunk(const PackParams& p) {
                         float f;
                         if (in) {
                             const int so = pick_i(p.src_off, ch);
-                            const int v = resample(p.src + yt.x + so, p.src + yt.y + so, xt, yt);
+                            const int v = PACKED ? packed_sample<SRC>(p, xt, yt, so) : pick3(rgb, so);
                             const float a = pick_f(p.alpha, ch), gm = pick_f(p.gamma, ch);
                             f = p.fused ? __fmaf_rn((float)v, a, gm) : __fadd_rn(__fmul_rn((float)v, a), gm);
                         } else {
@@ -190,8 +356,9 @@ __device__ __forceinline__ void pack_chunk(const PackParams& p) {
     }
 }
 
-// One kernel per compile: DLA_ES (element bytes), DLA_CPG (channels per pixel atom) and DLA_CB (bytes per
-// thread) come from -D options, which keeps NVRTC time at startup to one instantiation.
+// One module per destination variant: DLA_ES (element bytes), DLA_CPG (channels per pixel atom) and DLA_CB
+// (bytes per thread) come from -D options; it holds one kernel per source family, so that a family's
+// conversion costs nothing to the others (registers, occupancy).
 #ifndef DLA_ES
 #define DLA_ES 2
 #endif
@@ -201,9 +368,16 @@ __device__ __forceinline__ void pack_chunk(const PackParams& p) {
 #ifndef DLA_CB
 #define DLA_CB 16
 #endif
-extern "C" __global__ void __launch_bounds__(256) dla_pack(const PackParams p) {
-    pack_chunk<DLA_ES, DLA_CPG, DLA_CB>(p);
-}
+#define DLA_KERNEL(name, src) \
+    extern "C" __global__ void __launch_bounds__(256) name(const PackParams p) { \
+        pack_chunk<DLA_ES, DLA_CPG, DLA_CB, src>(p); \
+    }
+DLA_KERNEL(dla_pack, SRC_PACKED8)
+DLA_KERNEL(dla_pack_packed16, SRC_PACKED16)
+DLA_KERNEL(dla_pack_yuv422, SRC_YUV422)
+DLA_KERNEL(dla_pack_nv, SRC_NV)
+DLA_KERNEL(dla_pack_bayer8, SRC_BAYER8)
+DLA_KERNEL(dla_pack_bayer16, SRC_BAYER16)
 """
 
 SOURCE_SHA256 = hashlib.sha256(KERNEL_SOURCE.encode()).hexdigest()
@@ -242,6 +416,12 @@ class PackParams(ctypes.Structure):
         ("gamma", ctypes.c_float * MAX_CHANNELS),
         ("pad", ctypes.c_float * MAX_CHANNELS),
         ("scale", ctypes.c_float),
+        ("src_step", ctypes.c_int32),
+        ("src_w", ctypes.c_int32),
+        ("src_h", ctypes.c_int32),
+        ("swap", ctypes.c_int32),
+        ("yuv_off", ctypes.c_int32 * MAX_CHANNELS),
+        ("bayer", ctypes.c_int32),
     ]
 
 
@@ -272,16 +452,17 @@ def axis_taps(src: int, dst: int, clamp: bool) -> tuple[np.ndarray, np.ndarray, 
 
 
 def tap_tables(
-    src_w: int, src_h: int, channels: int, new_w: int, new_h: int
+    src_w: int, src_h: int, channels: int, new_w: int, new_h: int, row_bytes: int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(xtab, ytab)`` as the kernel reads them: int32 ``(new_w, 4)`` and ``(new_h, 4)``.
 
-    xtab rows are (byte offset of tap 0 in a row, of tap 1, a0, a1); ytab rows are (byte offset of row 0,
-    of row 1, b0, b1) for a contiguous frame of ``src_w * channels`` bytes per row.
+    xtab rows are (offset of tap 0 in a row, of tap 1, a0, a1); ytab rows are (offset of row 0, of row 1,
+    b0, b1). Offsets are ``index * channels`` and ``row * row_bytes`` (default ``src_w * channels``): byte
+    offsets for the packed families, plain pixel indices (``channels = row_bytes = 1``) for the others.
     """
     x0, x1, a0, a1 = axis_taps(src_w, new_w, clamp=True)
     y0, y1, b0, b1 = axis_taps(src_h, new_h, clamp=False)
-    step = src_w * channels
+    step = src_w * channels if row_bytes is None else row_bytes
     xtab = np.stack([x0 * channels, x1 * channels, a0, a1], axis=1).astype(np.int32)
     ytab = np.stack([y0 * step, y1 * step, b0, b1], axis=1).astype(np.int32)
     return np.ascontiguousarray(xtab), np.ascontiguousarray(ytab)
@@ -324,3 +505,48 @@ def launch_geometry(size: int, chunk_bytes: int) -> tuple[int, int]:
     """``(blocks, threads)`` covering ``size`` bytes with one ``chunk_bytes`` chunk per thread."""
     chunks = -(-int(size) // chunk_bytes)
     return max(1, -(-chunks // BLOCK_THREADS)), BLOCK_THREADS
+
+
+# ---------------------------------------------------------------------------------------------------
+# The kernel's per-pixel source conversions in numpy (tests compare them with cv2.cvtColor). Resizing the
+# converted frame with emulate_resize is what the kernel computes: it converts each tap pixel exactly so.
+
+def to8(v: np.ndarray) -> np.ndarray:
+    """16 -> 8 bit as cv_bridge (``convertTo(CV_8U, 255/65535)``, round to nearest: no ties for integers)."""
+    return ((v.astype(np.int64) + 128) // 257).astype(np.uint8)
+
+
+def yuv_rgb(y: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """OpenCV's BT.601 limited-range YUV -> RGB in 20-bit fixed point; ``(..., 3)`` uint8."""
+    yy = np.maximum(y.astype(np.int64) - 16, 0) * 1220542 + (1 << 19)
+    uu, vv = u.astype(np.int64) - 128, v.astype(np.int64) - 128
+    rgb = np.stack([yy + 1673527 * vv, yy - 852492 * vv - 409993 * uu, yy + 2116026 * uu], axis=-1) >> 20
+    return np.clip(rgb, 0, 255).astype(np.uint8)
+
+
+def emulate_demosaic(raw: np.ndarray, site: tuple[int, ...]) -> np.ndarray:
+    """OpenCV's bilinear demosaic as the kernel does it; ``site`` = colour (0 R, 1 G, 2 B) of the sites
+    (0, 0), (0, 1), (1, 0), (1, 1) as (row, column) parity. Returns ``(H, W, 3)`` in the input's depth."""
+    h, w = raw.shape
+    out = np.zeros((h, w, 3), np.int64)
+    if h < 3 or w < 3:
+        return out
+    r = np.pad(raw.astype(np.int64), 1, mode="edge")  # only reached at the clamped border, values unused
+    ys = np.clip(np.arange(h), 1, h - 2)[:, None] + 1
+    xs = np.clip(np.arange(w), 1, w - 2)[None, :] + 1
+
+    def at(dy: int, dx: int) -> np.ndarray:
+        return r[ys + dy, xs + dx]
+
+    hor = (at(0, -1) + at(0, 1) + 1) >> 1
+    ver = (at(-1, 0) + at(1, 0) + 1) >> 1
+    crs = (at(0, -1) + at(0, 1) + at(-1, 0) + at(1, 0) + 2) >> 2
+    dia = (at(-1, -1) + at(-1, 1) + at(1, -1) + at(1, 1) + 2) >> 2
+    c = at(0, 0)
+    table = np.array(site).reshape(2, 2)
+    s = table[(ys - 1) % 2, (xs - 1) % 2]
+    right = table[(ys - 1) % 2, xs % 2]
+    out[..., 0] = np.select([s == 0, s == 2, right == 0], [c, dia, hor], ver)
+    out[..., 1] = np.where(s == 1, c, crs)
+    out[..., 2] = np.select([s == 2, s == 0, right == 0], [c, dia, ver], hor)
+    return out

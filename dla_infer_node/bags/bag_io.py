@@ -14,9 +14,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
-import yaml
-
 from dla_infer_node.core.errors import InputError
+from dla_infer_node.core.yaml_file import read_yaml
 
 SCHEMA_ENCODINGS = ("ros2msg", "ros2idl")
 MESSAGE_ENCODING = "cdr"
@@ -61,12 +60,13 @@ def resolve_bag(path: str | os.PathLike[str]) -> tuple[list[Path], dict[str, Any
     meta_file = p / "metadata.yaml"
     if meta_file.is_file():
         try:
-            doc = yaml.safe_load(meta_file.read_text())
+            doc = read_yaml(meta_file)
             info = doc["rosbag2_bagfile_information"]
             rel = list(info["relative_file_paths"])
-        except (yaml.YAMLError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError) as exc:
+            why = str(exc) if isinstance(exc, ValueError) else repr(exc)  # read_yaml's reason is one line
             raise BagError(
-                f"metadata.yaml is not rosbag2 bag metadata: {exc!r}",
+                f"metadata.yaml is not rosbag2 bag metadata: {why}",
                 call=call,
                 params={"path": str(meta_file)},
             ) from exc

@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from dla_infer_node.core.yaml_file import parse_yaml
+
 METADATA_VERSION = 8  # integer QoS enums: readable by Humble through Kilted
 
 # rmw enum values <-> names (rmw/types.h); index 3/4 are UNKNOWN/BEST_AVAILABLE and friends.
@@ -85,8 +87,8 @@ def parse_offered_qos(text: str | None) -> list[QosProfile]:
     if not text:
         return []
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
+        data = parse_yaml(text)
+    except ValueError:
         return []
     if not isinstance(data, list):
         return []

@@ -1,7 +1,8 @@
 """Replay the image topics of a rosbag2 MCAP bag into a live ROS 2 graph.
 
     python -m dla_infer_node.bags.replay BAG [--rate F] [--loop] [--remap FROM:=TO ...] [--topics T ...]
-                                        [--no-progress] [--wait-subscribers N] [--start-delay S]
+                                        [--no-progress] [--wait-subscribers N] [--wait-for TOPIC=N ...]
+                                        [--wait-timeout S] [--start-delay S]
 
 BAG is a ``.mcap`` file or a rosbag2 bag directory. The recorded serialized (CDR) bytes are published
 unchanged, so what a subscriber receives is byte-identical to what was recorded, with the original
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dla_infer_node.bags.bag_io import BagError, BagReader
-from dla_infer_node.bags.replayer import Replayer, ReplayOptions, parse_remap
+from dla_infer_node.bags.replayer import Replayer, ReplayOptions, parse_remap, parse_wait_for
 from dla_infer_node.core.errors import DlaInferError
 from dla_infer_node.core.stop_signals import stop_on_signals
 
@@ -48,7 +49,16 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         metavar="N",
-        help="before starting, wait until every topic has N subscriptions (see --wait-timeout)",
+        help="before starting, wait until every topic has N subscriptions, then 1 s for the readers' side of "
+        "the match (see --wait-timeout)",
+    )
+    ap.add_argument(
+        "--wait-for",
+        action="append",
+        default=[],
+        metavar="TOPIC=N",
+        help="before starting, also wait until TOPIC has N subscriptions (e.g. the readers of the node's "
+        "output: --wait-for /detections=2), then 3.5 s for the topic's publisher to match them; repeatable",
     )
     ap.add_argument("--wait-timeout", type=float, default=10.0, metavar="S")
     ap.add_argument(
@@ -70,6 +80,7 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
         reliability=args.reliability,
         depth=args.depth,
         wait_subscribers=args.wait_subscribers,
+        wait_for=parse_wait_for(args.wait_for),
         wait_timeout=args.wait_timeout,
         start_delay=args.start_delay,
     )

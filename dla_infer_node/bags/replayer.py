@@ -22,6 +22,14 @@ from dla_infer_node.bags.bag_meta import parse_offered_qos
 from dla_infer_node.core.errors import DlaInferError, ParameterError
 
 IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
+# The replay sees another process's reader in the graph before that process's writer (the node's output) has
+# necessarily matched it: a participant that missed the reader's first announcements learns of it at the
+# next one, and Fast DDS re-announces every 3 s. --wait-for waits that long once the readers are in the graph.
+DISCOVERY_SETTLE_S = 3.5
+# The replay's own publisher counts a subscription as matched a little before that reader has matched the
+# publisher back, and a reader drops what comes from a writer it does not know yet: the first message of a
+# replay was lost that way. --wait-subscribers waits this long after the match.
+READER_MATCH_SETTLE_S = 1.0
 
 
 class ReplayError(DlaInferError):
@@ -39,6 +47,7 @@ class ReplayOptions:
     reliability: str | None = None  # None: derived from the recorded offered QoS
     depth: int | None = None
     wait_subscribers: int = 0  # wait until every output topic has this many subscriptions
+    wait_for: dict[str, int] = field(default_factory=dict)  # and until these topics have this many
     wait_timeout: float = 10.0
     start_delay: float = 0.0
 
@@ -78,6 +87,17 @@ def parse_remap(items: Sequence[str]) -> dict[str, str]:
                 "--remap", item, "FROM:=TO, e.g. /camera/image/compressed:=/image/compressed"
             )
         out[_abs(src)] = _abs(dst)
+    return out
+
+
+def parse_wait_for(items: Sequence[str]) -> dict[str, int]:
+    """``TOPIC=N`` items: wait until TOPIC (any topic, e.g. one the node publishes) has N subscriptions."""
+    out: dict[str, int] = {}
+    for item in items:
+        topic, sep, count = item.rpartition("=")
+        if not sep or not topic or not count.isdigit() or int(count) < 1:
+            raise ParameterError("--wait-for", item, "TOPIC=N with N >= 1, e.g. /detections=2")
+        out[topic] = int(count)
     return out
 
 
@@ -204,14 +224,20 @@ class Replayer:
 
     def wait_for_subscribers(self, stop: threading.Event) -> bool:
         need = self.opts.wait_subscribers
-        if need <= 0:
+
+        def ready() -> bool:
+            return (all(p.get_subscription_count() >= need for p in self.publishers.values())
+                    and all(self.node.count_subscribers(t) >= n for t, n in self.opts.wait_for.items()))
+
+        if need <= 0 and not self.opts.wait_for:
             return True
         deadline = time.monotonic() + self.opts.wait_timeout
         while not stop.is_set() and time.monotonic() < deadline:
-            if all(p.get_subscription_count() >= need for p in self.publishers.values()):
+            if ready():
+                stop.wait(DISCOVERY_SETTLE_S if self.opts.wait_for else READER_MATCH_SETTLE_S)
                 return True
             time.sleep(0.02)
-        return all(p.get_subscription_count() >= need for p in self.publishers.values())
+        return ready()
 
     def run(
         self, stop: threading.Event | None = None, on_message: Callable[[str, bytes], None] | None = None
@@ -224,8 +250,11 @@ class Replayer:
         progress = Progress(total_msgs, self.opts.progress)
         rate = self.opts.rate
         if not self.wait_for_subscribers(stop):
+            need = self.opts.wait_subscribers
+            wanted = [f"{need} on each replayed topic"] * (need > 0)
+            wanted += [f"{n} on {t}" for t, n in self.opts.wait_for.items()]
             self.node.get_logger().warning(
-                f"fewer than {self.opts.wait_subscribers} subscribers after {self.opts.wait_timeout} s;"
+                f"fewer subscribers than asked ({', '.join(wanted)}) after {self.opts.wait_timeout} s;"
                 " replaying anyway"
             )
         if self.opts.start_delay > 0:

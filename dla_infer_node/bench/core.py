@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import platform
 import statistics
@@ -27,6 +26,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from dla_infer_node.bench import results_file
 from dla_infer_node.core.decode import make_decoder
 from dla_infer_node.core.model_meta import InputSpec, ModelMetadata, load_metadata, parse_metadata
 from dla_infer_node.core.preprocess import Letterbox, Preprocessor
@@ -241,19 +241,29 @@ def bench_layouts(rounds: int, iters: int) -> list[dict[str, Any]]:
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dla_infer_node.bench.core",
-                                 description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--out", default="bench/results/core.json", help="JSON result file")
+def timing_arguments(module: str, doc: str | None, argv: list[str] | None) -> argparse.Namespace:
+    """The command line every timing benchmark shares: ``--out``, ``--rounds``, ``--quick``."""
+    name = module.rsplit(".", 1)[-1]
+    ap = argparse.ArgumentParser(prog=f"python -m {module}", description=(doc or "").splitlines()[0])
+    ap.add_argument("--out", default=f"bench/results/{name}.json", help="JSON result file")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def host_info(**extra: Any) -> dict[str, Any]:
+    """What the machine was when a timing was taken (load from other work skews it: recorded alongside)."""
+    return {"machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
+            "python": platform.python_version(), "numpy": np.__version__, **extra,
+            "loadavg": os.getloadavg()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = timing_arguments("dla_infer_node.bench.core", __doc__, argv)
     rounds = 3 if args.quick else args.rounds
     spec = load_metadata(default_model_metadata()).input  # the shipped model: 640x512, x = pixel / 255
     result: dict[str, Any] = {
-        "host": {"machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
-                 "python": platform.python_version(), "numpy": np.__version__, "opencv": cv2.__version__,
-                 "loadavg": os.getloadavg()},
+        "host": host_info(opencv=cv2.__version__),
         **bench_preprocess_spread(
             # the shipped model (1080p letterboxes to 640x360: 3x, the odd-factor shortcut); 512x512: a
             # size 1080 is no whole multiple of, the general INTER_LINEAR path
@@ -282,10 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in result["layouts"]:
         print(f"{r['format'] + '/' + r['dtype']:<14}{'x'.join(map(str, r['shape'])):<18}{r['bytes']:>10}"
               f"{r['pack_ms']:>10.3f}{r['unpack_ms']:>11.3f}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {out}")
+    results_file.write(args.out, result)
     return 0
 
 

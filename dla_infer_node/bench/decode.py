@@ -24,16 +24,14 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-import argparse  # noqa: E402  (the thread limits must be set before numpy is imported)
-import json  # noqa: E402
-import platform  # noqa: E402
-import statistics  # noqa: E402
+import statistics  # noqa: E402  (the thread limits must be set before numpy is imported)
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from dla_infer_node.bench.core import interleaved  # noqa: E402
+from dla_infer_node.bench import results_file  # noqa: E402
+from dla_infer_node.bench.core import host_info, interleaved, timing_arguments  # noqa: E402
 from dla_infer_node.core.decode import make_decoder, sigmoid  # noqa: E402
 from dla_infer_node.core.model_meta import ModelMetadata, parse_metadata  # noqa: E402
 from dla_infer_node.core.nms import nms  # noqa: E402
@@ -115,28 +113,18 @@ def bench(rounds: int, iters: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dla_infer_node.bench.decode",
-                                 description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--out", default="bench/results/decode.json", help="JSON result file")
-    ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
-    args = ap.parse_args(argv)
+    args = timing_arguments("dla_infer_node.bench.decode", __doc__, argv)
     cpu = None
     if hasattr(os, "sched_setaffinity"):
         cpu = sorted(os.sched_getaffinity(0))[-1]
         os.sched_setaffinity(0, {cpu})
-    result = {"host": {"machine": platform.machine(), "processor": platform.processor(), "pinned_cpu": cpu,
-                       "cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
-                       "loadavg": os.getloadavg()},
+    result = {"host": host_info(pinned_cpu=cpu),
               "decode_80class_640": bench(3 if args.quick else args.rounds, 3 if args.quick else 40)}
     for k, v in result["decode_80class_640"].items():
         if "ms_median" in v:
             print(f"{k:<28} {v['ms_median']:.3f} ms (min {v['ms_min']:.3f})"
                   + (f"  kept {v['kept']}" if "kept" in v else ""))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {out}")
+    results_file.write(args.out, result)
     return 0
 
 

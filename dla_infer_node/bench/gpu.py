@@ -9,6 +9,10 @@ Needs a CUDA GPU with cuda-bindings and cuda-core. Two parts, in one run:
     fraction of a device-to-device copy of the same number of bytes timed in the same run. "hot" reuses
     one source and one destination (they fit in L2); "cold" rotates over enough buffers to exceed twice
     the L2, which is the number that compares with DRAM bandwidth.
+(c) Kernel alone for every camera encoding the kernel reads (16-bit RGB/BGR(A)/mono, YUYV/UYVY, NV12/NV21,
+    Bayer 8/16; 16-bit ones in both byte orders), 1920x1080 frames of random samples -> 640x640, each layout,
+    the same measurement as (a), with each encoding's time over rgb8's in the same layout (target: at most
+    1.3x) and as a fraction of a device-to-device copy of the same bytes (frame + destination).
 (b) Whole per-frame host-side cost of the cuDLA backend through the DLA EMULATOR. The emulator is test
     infrastructure of the checkout, not part of the installed package, so that part lives in
     emulator/bench_gpu.py, which runs this module's ``main`` with it (``make bench-gpu``); run alone,
@@ -29,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from dla_infer_node.backends.gpu_preprocess_params import frame_shape
 from dla_infer_node.core.model_meta import InputSpec
 from dla_infer_node.core.tensor_layout import TensorLayout
 
@@ -93,7 +98,7 @@ def _raw_launch(drv: Any, path: Any, dst: int, src: int, stream: int) -> None:
 
 
 def _bench_layout(rt: Any, drv: Any, cr: Any, s: int, frame: np.ndarray, layout: TensorLayout, l2: int,
-                  iters: int, trials: int) -> dict[str, Any]:
+                  iters: int, trials: int, encoding: str = "rgb8") -> dict[str, Any]:
     from dla_infer_node.backends.gpu_preprocess import GpuInputPath
 
     src_bytes = frame.nbytes
@@ -106,7 +111,7 @@ def _bench_layout(rt: Any, drv: Any, cr: Any, s: int, frame: np.ndarray, layout:
     cbufs = [(cr.malloc(half), cr.malloc(half)) for _ in range(k)]
     try:
         with GpuInputPath(SPEC, layout, SCALE, 1920, 1080) as path:
-            path.enqueue(frame, "rgb8", dsts[0], s)
+            path.enqueue(frame, encoding, dsts[0], s)
             staged = path._dev + path._table_bytes
             for p in srcs:
                 _ok(rt.cudaMemcpyAsync(p, staged, src_bytes, d2d, s), "cudaMemcpyAsync")
@@ -142,7 +147,8 @@ def _bench_layout(rt: Any, drv: Any, cr: Any, s: int, frame: np.ndarray, layout:
     return entry
 
 
-def bench_kernels(iters: int, trials: int) -> dict[str, Any]:
+def bench_kernels(iters: int, trials: int, encodings: bool = False) -> dict[str, Any]:
+    """(a), and (c) under the key ``"encodings"`` when ``encodings`` is set."""
     from cuda.bindings import driver as drv
     from cuda.bindings import runtime as rt
 
@@ -160,8 +166,42 @@ def bench_kernels(iters: int, trials: int) -> dict[str, Any]:
             layout = TensorLayout.dense(fmt, dtype, 1, 3, 640, 640)
             out["layouts"][f"{fmt}/{dtype}"] = _bench_layout(rt, drv, cr, stream.handle, frame, layout, l2,
                                                              iters, trials)
+        if encodings:
+            out["encodings"] = _bench_encodings(rt, drv, cr, stream.handle, l2, iters, trials)
     finally:
         stream.destroy()
+    return out
+
+
+# each kernel family once per reading it has (the four Bayer tiles cost the same; aliases are skipped)
+BENCH_ENCODINGS = ("rgb8", "bgr8", "rgba8", "mono8", "rgb16", "rgb16>", "bgra16", "mono16", "mono16>", "yuyv",
+                   "uyvy", "nv12", "nv21", "bayer_rggb8", "bayer_gbrg8", "bayer_rggb16", "bayer_grbg16>")
+
+
+def _bench_encodings(rt: Any, drv: Any, cr: Any, s: int, l2: int, iters: int, trials: int) -> dict[str, Any]:
+    """(c): every encoding's kernel against rgb8's and against a copy of its bytes; ``>``: big-endian."""
+    rng = np.random.default_rng(0)
+    out: dict[str, Any] = {"frame": "1920x1080 random samples", "net": "640x640", "layouts": {},
+                           "target": "cold kernel_us at most 1.3x rgb8's in the same layout"}
+    for fmt, dtype in LAYOUTS:
+        layout = TensorLayout.dense(fmt, dtype, 1, 3, 640, 640)
+        rows: dict[str, Any] = {}
+        for name in BENCH_ENCODINGS:
+            encoding = name.rstrip(">")
+            shape, dt = frame_shape(encoding, 1920, 1080)
+            frame = rng.integers(0, np.iinfo(dt).max + 1, shape, dtype=dt)
+            frame = frame.astype(">u2") if name.endswith(">") else frame
+            e = _bench_layout(rt, drv, cr, s, frame, layout, l2, iters, trials, encoding)
+            keep = ("kernel_us", "d2d_copy_us", "fraction_of_copy")
+            rows[name] = {"src_bytes": e["src_bytes"], "bytes_moved": e["bytes_moved"],
+                          **{mode: {k: e[mode][k] for k in keep} for mode in ("hot", "cold")}}
+        for row in rows.values():
+            for mode in ("hot", "cold"):
+                row[mode]["over_rgb8"] = round(row[mode]["kernel_us"] / rows["rgb8"][mode]["kernel_us"], 3)
+        out["layouts"][f"{fmt}/{dtype}"] = rows
+    worst = max((row["cold"]["over_rgb8"], f"{lay} {name}") for lay, rows in out["layouts"].items()
+                for name, row in rows.items())
+    out["worst_cold_over_rgb8"] = {"ratio": worst[0], "where": worst[1]}
     return out
 
 
@@ -199,8 +239,11 @@ def main(argv: list[str] | None = None,
     ap.add_argument("--trials", type=int, default=9, help="graph replays per measurement (median)")
     ap.add_argument("--frames", type=int, default=200, help="frames per path in the end-to-end part")
     ap.add_argument("--skip-e2e", action="store_true")
+    ap.add_argument("--skip-encodings", action="store_true")
     a = ap.parse_args(argv)
-    results: dict[str, Any] = {"environment": _environment(), "kernel": bench_kernels(a.iters, a.trials)}
+    kernel = bench_kernels(a.iters, a.trials, encodings=not a.skip_encodings)
+    results: dict[str, Any] = {"environment": _environment(), "kernel": kernel,
+                               "encodings": kernel.pop("encodings", {"skipped": "--skip-encodings"})}
     if a.skip_e2e:
         results["end_to_end"] = {"skipped": "--skip-e2e"}
     elif end_to_end is None:
@@ -215,6 +258,13 @@ def main(argv: list[str] | None = None,
         c = e["cold"]
         print(f"{name:12} {e['hot']['kernel_us']:8.2f} {c['kernel_us']:8.2f} {c['kernel_GBps']:10.1f} "
               f"{c['d2d_copy_GBps']:10.1f} {c['fraction_of_copy']:6.3f}")
+    enc = results["encodings"]
+    if "layouts" in enc:
+        print(f"{'encoding':15} " + " ".join(f"{lay:>12}" for lay in enc["layouts"]) + "   (cold us, x rgb8)")
+        for name in BENCH_ENCODINGS:
+            cells = [enc["layouts"][lay][name]["cold"] for lay in enc["layouts"]]
+            print(f"{name:15} " + " ".join(f"{c['kernel_us']:6.2f} {c['over_rgb8']:4.2f}x" for c in cells))
+        print(f"worst cold ratio over rgb8: {enc['worst_cold_over_rgb8']}")
     e2e = results["end_to_end"]
     if "layouts" in e2e:
         print(f"{'layout':12} {'cpu ms':>8} {'gpu ms':>8} {'gpu/cpu':>8} {'cpu in':>8} {'gpu in':>8} "

@@ -93,22 +93,23 @@ def table(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.quantized_accuracy", description=__doc__.splitlines()[0])
+def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenes", type=int, default=500, help="evaluation scenes (default 500)")
     p.add_argument("--calib-scenes", type=int, default=100, help="calibration scenes (default 100)")
     p.add_argument("--methods", default="minmax", help="comma-separated: minmax,entropy,percentile")
-    results_file.add_arguments(p, "bench/results/quantized_accuracy.json")
-    args = p.parse_args(argv)
-    if results_file.print_table(args, table):
-        return 0
+
+
+def _measure(args: argparse.Namespace) -> dict[str, Any]:
     doc = measure(args.scenes, args.calib_scenes, [m for m in args.methods.split(",") if m])
-    results_file.write(args.out, doc)
     for key, row in doc["results"].items():
         print(f"{key:<16} mAP50 {row['mAP50']:.4f}  mAP50:95 {row['mAP50_95']:.4f}  "
               f"({row['mAP50_points_below_fp32']:+.2f} points below fp32)")
-    print(f"wrote {args.out}")
-    return 0
+    return doc
+
+
+def main(argv: list[str] | None = None) -> int:
+    return results_file.run(argv, "quantized_accuracy", __doc__, _options, _measure,
+                            lambda _args, doc: table(doc))
 
 
 if __name__ == "__main__":

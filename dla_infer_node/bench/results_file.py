@@ -1,5 +1,6 @@
-"""The result file of an accuracy benchmark: ``--out FILE`` (JSON) and ``--table`` (the README's markdown
-table, made from that file, so the README and the measurement cannot drift apart)."""
+"""The result file of a benchmark (``write``: JSON, and a line saying where), and the command of an
+accuracy benchmark (``run``): ``--out FILE`` and ``--table`` (the README's markdown table, made from that
+file, so the README and the measurement cannot drift apart)."""
 
 from __future__ import annotations
 
@@ -10,20 +11,35 @@ from pathlib import Path
 from typing import Any
 
 
-def add_arguments(parser: argparse.ArgumentParser, default_out: str) -> None:
+def run(
+    argv: list[str] | None,
+    name: str,
+    doc: str | None,
+    options: Callable[[argparse.ArgumentParser], None],
+    measure: Callable[[argparse.Namespace], dict[str, Any]],
+    table: Callable[[argparse.Namespace, dict[str, Any]], str],
+) -> int:
+    """The command of accuracy benchmark ``bench.<name>``: its ``options``, then ``--out`` (default
+    ``bench/results/<name>.json``) and ``--table``; measures and writes the file, or with ``--table`` prints
+    the README table of the existing file and stops."""
+    parser = argparse.ArgumentParser(prog=f"bench.{name}", description=(doc or "").splitlines()[0])
+    options(parser)
+    default_out = f"bench/results/{name}.json"
     parser.add_argument("--out", type=Path, default=Path(default_out),
                         help=f"result JSON (default {default_out})")
     parser.add_argument("--table", action="store_true",
                         help="print the README table of --out's JSON and stop")
-
-
-def print_table(args: argparse.Namespace, table: Callable[[dict[str, Any]], str]) -> bool:
-    """With ``--table``: print the table of the existing result file and say so."""
+    args = parser.parse_args(argv)
     if args.table:
-        print(table(json.loads(Path(args.out).read_text(encoding="utf-8"))))
-    return bool(args.table)
+        print(table(args, json.loads(Path(args.out).read_text(encoding="utf-8"))))
+        return 0
+    write(args.out, measure(args))
+    return 0
 
 
-def write(path: Path, doc: dict[str, Any]) -> None:
+def write(path: Path | str, doc: dict[str, Any]) -> None:
+    """Write a benchmark's result file (JSON) and say where."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {path}")

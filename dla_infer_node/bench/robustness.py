@@ -24,7 +24,7 @@ from dla_infer_node.backends.factory import BackendSettings, open_backend
 from dla_infer_node.bench import results_file
 from dla_infer_node.bench.heldout_scenes import CONDITIONS, HELDOUT_FIRST_SEED, heldout_scene
 from dla_infer_node.cli.coco_map import coco_map
-from dla_infer_node.cli.evaluate import detect_all, evaluation_detector
+from dla_infer_node.cli.eval_pipeline import detect_all, evaluation_detector
 
 
 def score_condition(detector: Any, condition: str, scenes: int, classes: int) -> dict[str, Any]:
@@ -76,21 +76,21 @@ def table(doc: dict[str, Any], before: dict[str, Any] | None = None) -> str:
     return "\n".join(out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.robustness", description=__doc__.splitlines()[0])
+def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenes", type=int, default=100, help="scenes per condition (default 100)")
     p.add_argument("--model", default="", help="metadata YAML (default: the shipped model)")
     p.add_argument("--before", type=Path, default=None,
                    help="with --table: an earlier model's result file on the same scenes, shown beside")
-    results_file.add_arguments(p, "bench/results/robustness.json")
-    args = p.parse_args(argv)
+
+
+def _table(args: argparse.Namespace, doc: dict[str, Any]) -> str:
     before = json.loads(args.before.read_text(encoding="utf-8")) if args.before else None
-    if results_file.print_table(args, lambda doc: table(doc, before)):
-        return 0
-    doc = measure(args.model, args.scenes)
-    results_file.write(args.out, doc)
-    print(f"wrote {args.out}")
-    return 0
+    return table(doc, before)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return results_file.run(argv, "robustness", __doc__, _options,
+                            lambda args: measure(args.model, args.scenes), _table)
 
 
 if __name__ == "__main__":

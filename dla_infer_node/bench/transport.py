@@ -1,13 +1,16 @@
 """Transport benchmark (not a test): ``python -m dla_infer_node.bench.transport [--out FILE] [--quick]``.
 
-How many raw camera frames cross from one process to another over Fast DDS, and how late, by frame size
-(VGA, 720p, 1080p rgb8), reliability (best effort, reliable), transport configuration (Fast DDS defaults,
-or ``config/fastdds_large_images.xml`` loaded with FASTDDS_DEFAULT_PROFILES_FILE in both processes) and
-receiver: a bare rclpy subscriber, or the real node (``main(injected=...)`` with the zero-cost backend of
-``bench.node_roles``, so the CPU goes to the transport and "received" is the node's own ``frames_in``).
+How many raw camera frames cross from one process to another over Fast DDS, and how late, by frame size (VGA,
+720p, 1080p rgb8), reliability (best effort, reliable), transport configuration (Fast DDS defaults, or
+``config/fastdds_large_images.xml`` loaded in both processes with FASTDDS_DEFAULT_PROFILES_FILE, or
+FASTRTPS_DEFAULT_PROFILES_FILE on Humble and Jazzy) and receiver: a bare rclpy subscriber, or the real node
+(``main(injected=...)`` with the zero-cost backend of ``bench.node_roles``, so the CPU goes to the transport
+and "received" is the node's own ``frames_in``).
 
-Each cell is a fresh publisher process and a fresh receiver process in a domain of its own (ROS_DOMAIN_ID),
-``--frames`` frames at ``--rate`` Hz; the receiver takes frames keep last 1, as the node does by default.
+Each cell is a fresh publisher process and a fresh receiver process, ``--frames`` frames at ``--rate`` Hz; the
+receiver takes frames keep last 1, as the node does by default. Cells run one after the other, each after the
+last one's processes ended, all in the DDS domain ROS_DOMAIN_ID gives (one the benchmark picks where it is
+unset): a test runner's domain is where it stays.
 Latency = callback entry in the receiver - the publisher's wall clock at publish (header stamp).
 
 Two setups:
@@ -30,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +43,14 @@ from dla_infer_node.bench.node_roles import ROLES
 from dla_infer_node.bench.role_stop import stop_all
 from dla_infer_node.bench.transport_roles import SIZES, LoopbackNetns, ShmLedger, role_publisher
 from dla_infer_node.bench.transport_table import markdown_table
+from dla_infer_node.ros.launch_args import profile_env
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "config" / "fastdds_large_images.xml"
 PROFILES = ("default", "profile")
 RELIABILITIES = ("best_effort", "reliable")
 RECEIVERS = ("bare", "node")
+_DIAGNOSTICS_SETTLE_S = 2.5  # two of the node role's diagnostics periods (1 s) and a margin
 _FASTDDS_VARS = (
     "FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_BUILTIN_TRANSPORTS",
     "RMW_FASTRTPS_USE_QOS_FROM_XML")
@@ -60,8 +66,8 @@ def cell_env(base: dict[str, str], *, profile: str, reliability: str, stock: boo
     else:
         env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
         env["ROS_LOCALHOST_ONLY"] = "1"
-    if profile == "profile":  # under both names: Fast DDS 2 (Jazzy) reads only the FASTRTPS_ one
-        env["FASTDDS_DEFAULT_PROFILES_FILE"] = env["FASTRTPS_DEFAULT_PROFILES_FILE"] = str(PROFILE)
+    if profile == "profile":  # under the name this ROS 2's Fast DDS reads
+        env.update(profile_env(str(PROFILE), base))
     env["ROS_DOMAIN_ID"] = str(domain)
     env["BENCH_RELIABILITY"] = reliability
     return env
@@ -71,24 +77,33 @@ def _pct(values: list[float], q: float) -> float | None:
     return round(float(np.percentile(values, q)), 2) if values else None
 
 
-def run_cell(cell: dict[str, Any], args: argparse.Namespace, env: dict[str, str], prefix: list[str],
-             ledger: ShmLedger) -> dict[str, Any]:
-    """One publisher and one receiver process; the cell's figures (or its failure, with the logs' tails)."""
-    me = [*prefix, sys.executable, "-m", "dla_infer_node.bench.transport"]
+def run_cell(cell: dict[str, Any], args: argparse.Namespace, env: dict[str, str],
+             prefix: list[str] | Mapping[str, list[str]], ledger: ShmLedger, *, listen: bool = False
+             ) -> dict[str, Any]:
+    """One publisher and one receiver process; the cell's figures (or its failure, with the logs' tails).
+
+    ``prefix``: what each process runs under (``ip netns exec ...``), one for all or per role ('publisher',
+    'measure' / 'node', 'listen'). ``listen`` (node receiver only): a listener beside the node keeps the last
+    /diagnostics values it published, in ``node_diagnostics``."""
     procs: dict[str, subprocess.Popen[bytes]] = {}
     with tempfile.TemporaryDirectory(prefix="bench_transport_") as folder:
         tmp = Path(folder)
 
         def start(role: str, *extra: str) -> None:
+            runs_under = prefix.get(role, []) if isinstance(prefix, Mapping) else prefix
+            me = [*runs_under, sys.executable, "-m", "dla_infer_node.bench.transport"]
             with open(tmp / f"{role}.log", "wb") as log:
                 files = ["--result", str(tmp / f"{role}.json"), "--ready", str(tmp / f"{role}.ready")]
                 procs[role] = subprocess.Popen([*me, "--role", role, *files, *extra], env=env, cwd=REPO,
                                                stdout=log, stderr=subprocess.STDOUT)
 
         receiver = "measure" if cell["receiver"] == "bare" else "node"
+        listen = listen and receiver == "node"
         problem = ""
         try:
             start(receiver)
+            if listen:
+                start("listen")
             # the publisher waits until the receiver has matched, then --warmup seconds more
             start("publisher", "--size", cell["size"], "--frames", str(args.frames), "--rate", str(args.rate))
             end = time.monotonic() + 120 + args.frames / args.rate
@@ -97,6 +112,8 @@ def run_cell(cell: dict[str, Any], args: argparse.Namespace, env: dict[str, str]
                 time.sleep(0.5)
             if procs["publisher"].poll() is None:
                 problem = "publisher did not finish"
+            elif listen:
+                time.sleep(_DIAGNOSTICS_SETTLE_S)  # the node's /diagnostics after the last frame
         finally:
             rcs = stop_all(procs, grace_s=20.0)
         out: dict[str, Any] = dict(cell)
@@ -105,6 +122,12 @@ def run_cell(cell: dict[str, Any], args: argparse.Namespace, env: dict[str, str]
             got = json.loads((tmp / f"{receiver}.json").read_text())
         except (OSError, ValueError) as exc:
             problem = problem or f"no result ({exc}); exit codes {rcs}"
+        if listen:
+            try:
+                out["node_diagnostics"] = json.loads((tmp / "listen.json").read_text())["diagnostics"]
+            except (OSError, ValueError, KeyError) as exc:
+                out["node_diagnostics"] = {"error": f"no result from the listener ({exc}): "
+                                                    + (tmp / "listen.log").read_text(errors="replace")[-600:]}
         if problem or not pub.get("matched"):
             tails = {r: (tmp / f"{r}.log").read_text(errors="replace")[-600:] for r in procs}
             return {**out, "error": problem or "the receiver never matched", "logs": tails}
@@ -133,13 +156,12 @@ def orchestrate(args: argparse.Namespace) -> int:
     base = dict(os.environ)
     netns_problem = LoopbackNetns.unavailable()
     cells = plan(args, not netns_problem)
-    first_domain = 1 + (os.getpid() * 11) % 150
+    domain = int(base.get("ROS_DOMAIN_ID") or 1 + os.getpid() % 200)
     ledger = ShmLedger()
     results: list[dict[str, Any]] = []
     netns_links: list[str] = []
     load_before = os.getloadavg()
     for index, cell in enumerate(cells):
-        domain = 1 + (first_domain + index) % 200  # every cell its own domain: no cross-talk between cells
         stock = cell["setup"] == "stock_netns"
         env = cell_env(base, profile=cell["profile"], reliability=cell["reliability"], stock=stock,
                        domain=domain)
@@ -150,6 +172,7 @@ def orchestrate(args: argparse.Namespace) -> int:
         else:
             result = run_cell(cell, args, env, [], ledger)
         result["shm_files_removed"] = len(ledger.clean())
+        result["domain"] = domain
         results.append(result)
         shown = (f"{result['received']}/{result['published']} p50 {result['latency_ms']['p50']} ms"
                  if "error" not in result else f"ERROR {result['error']}")
@@ -192,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", nargs="+", choices=tuple(SIZES), default=list(SIZES), help="frame sizes")
     ap.add_argument("--receivers", nargs="+", choices=RECEIVERS, default=list(RECEIVERS),
                     help="bare rclpy subscriber and/or the node")
-    ap.add_argument("--role", choices=("orchestrate", "publisher", "measure", "node"), default="orchestrate",
+    ap.add_argument("--role", choices=("orchestrate", "publisher", "measure", "node", "listen"),
+                    default="orchestrate",
                     help=argparse.SUPPRESS)
     ap.add_argument("--size", choices=tuple(SIZES), default="VGA", help=argparse.SUPPRESS)
     ap.add_argument("--warmup", type=float, default=1.0, help=argparse.SUPPRESS)

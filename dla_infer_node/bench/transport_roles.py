@@ -11,6 +11,8 @@
   otherwise add some (up to a 64 MiB segment each with the profile).
 - :class:`LoopbackNetns`: a network namespace holding only loopback, where the stock configuration (no
   ROS_* discovery variables) can run without any packet reaching the machine's real interfaces.
+- :class:`TwoHosts`: two such namespaces joined by a veth pair, each process on them with a /dev/shm of its
+  own: two hosts on one machine, which only UDP joins (what a camera on another computer is).
 """
 
 from __future__ import annotations
@@ -140,3 +142,75 @@ class LoopbackNetns:
         """The namespace's interfaces (only 'lo' expected): recorded with the result as evidence."""
         out = subprocess.run([*self.prefix, "ip", "-o", "link"], capture_output=True, text=True, timeout=20)
         return [line.split(":")[1].strip() for line in out.stdout.splitlines() if ":" in line]
+
+
+class TwoHosts:
+    """Two network namespaces joined by a veth pair, as two hosts on one link (10.231.0.1 and .2/24).
+
+    Each host also has a mount namespace of its own (``unshare --mount``) with a private tmpfs on /dev/shm,
+    which every process on that host shares, as on a real machine: Fast DDS's shared memory works within a
+    host, and between the two only UDP over the veth link remains. :meth:`prefix` runs a command on host 0
+    or 1 (``nsenter`` into both namespaces of a process that holds them). The addresses exist only inside
+    the namespaces; leaving the context ends the holders and deletes both namespaces, the veth pair and the
+    private /dev/shm (with any segment a killed process left there) with them.
+    """
+
+    SUBNET = "10.231.0"
+    _SHM_SOURCE = "dla_two_hosts_shm"
+    # the holder: mounts the host's /dev/shm, then waits (same pid) until it is ended
+    _HOLD = f'mount -t tmpfs -o size=1g,mode=1777 {_SHM_SOURCE} /dev/shm && exec sleep 86400'
+
+    def __init__(self, name: str) -> None:
+        self.hosts = (LoopbackNetns(f"{name}_a"), LoopbackNetns(f"{name}_b"))
+        self._holders: list[subprocess.Popen[bytes]] = []
+
+    def address(self, index: int) -> str:
+        return f"{self.SUBNET}.{index + 1}"
+
+    def prefix(self, index: int) -> list[str]:
+        # --wd=.: the working directory the command is started in (entering a mount namespace would reset it)
+        return ["nsenter", "--target", str(self._holders[index].pid), "--mount", "--net", "--wd=.", "--"]
+
+    def __enter__(self) -> TwoHosts:
+        try:
+            for host in self.hosts:
+                host.__enter__()
+            a, b = self.hosts
+            self._ip(a, "link", "add", "veth0", "type", "veth", "peer", "name", "veth0", "netns", b.name)
+            for index, host in enumerate(self.hosts):
+                self._ip(host, "addr", "add", f"{self.address(index)}/24", "dev", "veth0")
+                self._ip(host, "link", "set", "veth0", "up")
+                # SPDP discovery is multicast (239.255.0.1): route it over the link
+                self._ip(host, "route", "add", "224.0.0.0/4", "dev", "veth0")
+                self._holders.append(subprocess.Popen(
+                    [*host.prefix, "unshare", "--mount", "--propagation", "private", "sh", "-c", self._HOLD]))
+            for holder in self._holders:
+                self._wait_mounted(holder)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for holder in self._holders:
+            holder.terminate()
+            holder.wait(10)
+        self._holders.clear()
+        for host in self.hosts:
+            host.__exit__()
+
+    @classmethod
+    def _wait_mounted(cls, holder: subprocess.Popen[bytes]) -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and holder.poll() is None:
+            try:
+                if cls._SHM_SOURCE in Path(f"/proc/{holder.pid}/mountinfo").read_text():
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"the private /dev/shm of a host was not mounted (holder exit {holder.poll()})")
+
+    @staticmethod
+    def _ip(host: LoopbackNetns, *args: str) -> None:
+        subprocess.run(["ip", "-n", host.name, *args], check=True, capture_output=True, timeout=20)

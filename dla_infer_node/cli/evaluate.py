@@ -19,15 +19,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dla_infer_node.core.errors import DlaInferError, ParameterError
+from dla_infer_node.cli import evaluate_user
+from dla_infer_node.cli.eval_pipeline import Found, Truth, detect_all, evaluation_detector
+from dla_infer_node.core.errors import DlaInferError, ModelError, ParameterError
+from dla_infer_node.core.image_io import quiet_opencv_log
 from dla_infer_node.core.settings import BACKENDS
+from dla_infer_node.core.yaml_file import read_yaml
 
 EVAL_FIRST_SEED = 10_000_000
 E2E_FIRST_SEED = 20_000_000
@@ -56,30 +60,6 @@ def coco_map(gts: Sequence[tuple[np.ndarray, np.ndarray]],
     m50, m5095, table = package_map(gts, dets, len(classes))
     per_class = {name: ap[1] if ap else 0.0 for name, ap in zip(classes, class_aps(table), strict=True)}
     return m50, m5095, per_class
-
-
-def evaluation_detector(backend: Any, meta: Any, conf_threshold: float = 0.001, iou_threshold: float = 0.6
-                        ) -> Any:
-    """The Detector every accuracy measurement runs: the mAP setting (conf 0.001, up to 300 detections)."""
-    from dla_infer_node.core.pipeline import Detector
-
-    return Detector(backend, meta, conf_threshold, iou_threshold, max_detections=300)
-
-
-Labelled = tuple[np.ndarray, str, np.ndarray, np.ndarray]  # image, encoding, boxes xyxy, class ids
-Truth = tuple[np.ndarray, np.ndarray]  # boxes xyxy, class ids
-Found = tuple[np.ndarray, np.ndarray, np.ndarray]  # boxes xyxy (source pixels), scores, class ids
-
-
-def detect_all(detector: Any, frames: Iterable[Labelled]) -> tuple[list[Truth], list[Found]]:
-    """Ground truth and detections (boxes in source pixels) of labelled frames, through an open Detector."""
-    gts: list[Truth] = []
-    dets: list[Found] = []
-    for image, encoding, boxes, class_ids in frames:
-        d = detector.detect(image, encoding)
-        gts.append((boxes, class_ids))
-        dets.append((d.boxes, d.scores, d.class_ids))
-    return gts, dets
 
 
 def collect(backend: Any, meta: Any, scenes: int, first_seed: int = EVAL_FIRST_SEED, width: int = 640,
@@ -144,7 +124,11 @@ def write_accuracy(metadata_path: Path, result: EvalResult) -> None:
     """Record the measured figures in the metadata's ``accuracy`` section (other keys untouched)."""
     import yaml
 
-    doc = yaml.safe_load(metadata_path.read_text(encoding="utf-8"))
+    try:
+        doc = read_yaml(metadata_path)
+    except ValueError as exc:
+        raise ModelError(f"cannot read metadata: {exc}", call="write_accuracy",
+                         params={"path": str(metadata_path)}) from exc
     doc["accuracy"] = {"mAP50": round(result.map50, 4), "mAP50_95": round(result.map50_95, 4),
                        "scenes": result.scenes, "objects": result.objects,
                        "seeds": f"[{result.seeds[0]}, {result.seeds[1]})",
@@ -175,6 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                         "txt folder for --images")
     data.add_argument("--json", metavar="FILE", help="also write the result as JSON (- for stdout)")
     args = p.parse_args(argv)
+    quiet_opencv_log()
     if args.images or args.bag:
         return _main_user_data(args)
     try:
@@ -199,8 +184,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main_user_data(args: argparse.Namespace) -> int:
-    from dla_infer_node.cli import evaluate_user
-
     try:
         if args.write_meta:
             raise ParameterError("write-meta", True, "only on generated scenes (the shipped figures)")

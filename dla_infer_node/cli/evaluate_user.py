@@ -6,13 +6,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from dla_infer_node.backends.factory import open_backend
+from dla_infer_node.cli.coco_map import class_aps, coco_map
 from dla_infer_node.cli.eval_data import DatasetNotes, bag_frames, folder_frames
+from dla_infer_node.cli.eval_pipeline import Labelled, detect_all, evaluation_detector
 from dla_infer_node.core.errors import ParameterError
 
 
@@ -66,19 +70,27 @@ def frames_of(args: argparse.Namespace, classes: tuple[str, ...], notes: Dataset
 
 def run(args: argparse.Namespace, settings: Any) -> DatasetResult:
     """Open the backend as the node does, detect on every labelled frame, score."""
-    from dla_infer_node.backends.factory import open_backend
-    from dla_infer_node.cli.coco_map import class_aps, coco_map
-    from dla_infer_node.cli.evaluate import detect_all, evaluation_detector
-
     opened, meta = open_backend(settings)
     notes = DatasetNotes()
     source, frames = frames_of(args, meta.classes, notes)
+    crowds: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def labelled() -> Iterator[Labelled]:
+        for f in frames:
+            crowds.append((f.crowd_boxes, f.crowd_ids))
+            yield f.image, f.encoding, f.boxes, f.class_ids
+
     with evaluation_detector(opened, meta) as detector:
-        gts, dets = detect_all(detector, ((f.image, f.encoding, f.boxes, f.class_ids) for f in frames))
+        gts, dets = detect_all(detector, labelled())
     if not gts:
         raise ParameterError("--labels", args.labels, "labels for at least one frame of the data")
-    m50, m5095, table = coco_map(gts, dets, len(meta.classes))
     counts = np.bincount(np.concatenate([c for _, c in gts]).astype(int), minlength=len(meta.classes))
+    if not counts.sum():  # every AP undefined: a 0.0000 would read as a measured failure
+        left_out = "; ".join(notes.lines())
+        raise ParameterError("--labels", args.labels, f"labels with at least one object of the model's "
+                             f"classes in the {len(gts)} frames scored (none found"
+                             f"{'; ' + left_out if left_out else ''})")
+    m50, m5095, table = coco_map(gts, dets, len(meta.classes), crowds=crowds)
     aps = class_aps(table)
     ap50 = {n: ap[0] if ap else None for n, ap in zip(meta.classes, aps, strict=True)}
     ap = {n: ap[1] if ap else None for n, ap in zip(meta.classes, aps, strict=True)}

@@ -12,11 +12,31 @@ lines it does not recognise back with :func:`write_stderr`.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 Sink = Callable[[str], None]
+
+# OpenCV's own log lines: "[ WARN:0@0.040] global grfmt_png.cpp:... PNG input buffer is incomplete"
+_OPENCV_LOG_LINE = re.compile(r"^\[\s*[A-Z]+:\d")
+
+
+def codec_lines(text: str) -> tuple[list[str], list[str]]:
+    """(what the codecs said, other threads' log lines) in captured ``text``, blank lines dropped.
+
+    A line starting with ``[`` is another thread's log line caught while a decode held stderr (ROS's
+    ``[WARN] [time] [name]: ...``), except OpenCV's own ``[ WARN:0@t] ...``, which is codec output and
+    as unthrottled as libpng's.
+    """
+    codec: list[str] = []
+    other: list[str] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        (other if line.startswith("[") and not _OPENCV_LOG_LINE.match(line) else codec).append(line)
+    return codec, other
 
 
 def write_stderr(text: str) -> None:

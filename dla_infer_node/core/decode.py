@@ -290,14 +290,19 @@ class Decoder:
             if not finite.all():  # a non-finite score cannot be ranked: ranked last, then dropped, counted
                 self.nonfinite_dropped += int(finite.size - np.count_nonzero(finite))
                 scores = np.where(finite, scores, np.float32(-1))
-            keep = nms(lazy.boxes, scores, ids, iou_threshold, max_detections)
+            broken: set[int] = set()  # candidates whose box the DFL made non-finite (non-finite logits)
+
+            def boxes_of(idx: np.ndarray) -> np.ndarray:
+                b = lazy.boxes(idx)
+                ok = np.isfinite(b).all(axis=1)
+                if not ok.all():  # NMS never keeps them; counted once however often NMS asks
+                    broken.update(idx[~ok].tolist())
+                return b
+
+            keep = nms(boxes_of, scores, ids, iou_threshold, max_detections)
+            self.nonfinite_dropped += len(broken)
             keep = keep[finite[keep]]
-            boxes = lazy.boxes(keep)
-            ok = np.isfinite(boxes).all(axis=1)
-            if not ok.all():  # a box the DFL made non-finite (non-finite logits) is dropped and counted
-                self.nonfinite_dropped += int(ok.size - np.count_nonzero(ok))
-                keep, boxes = keep[ok], boxes[ok]
-            return Detections(boxes, scores[keep], ids[keep])
+            return Detections(lazy.boxes(keep), scores[keep], ids[keep])
         c, dropped = finite_candidates(self.candidates(tensors, conf_threshold))
         if dropped:
             self.nonfinite_dropped += dropped

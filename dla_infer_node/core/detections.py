@@ -44,12 +44,22 @@ class Detections:
         return classes[cid] if 0 <= cid < len(classes) else f"class_{cid}"
 
     def to_list(self, classes: Sequence[str]) -> list[dict[str, Any]]:
-        """JSON-ready ``[{"class", "score", "bbox": [x1, y1, x2, y2]}]`` (what ``detect --json`` prints)."""
+        """JSON-ready ``[{"class", "score", "bbox": [x1, y1, x2, y2]}]`` (what ``detect --json`` prints).
+
+        Numbers keep their full float32 value, written with the fewest digits that read back as the same
+        float32: a score computed from this output (COCO mAP, say) equals one computed from the arrays.
+        """
         return [
             {
                 "class": self.label(i, classes),
-                "score": round(float(self.scores[i]), 6),
-                "bbox": [round(float(v), 2) for v in self.boxes[i]],
+                "score": _shortest(self.scores[i]),
+                "bbox": [_shortest(v) for v in self.boxes[i]],
             }
             for i in range(len(self))
         ]
+
+
+def _shortest(v: np.float32) -> float:
+    """The float32 ``v`` as the Python float with the fewest digits that rounds back to it (numpy's str
+    of a float32 is that shortest form)."""
+    return float(str(np.float32(v)))

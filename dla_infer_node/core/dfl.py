@@ -34,15 +34,23 @@ def argmax_rows(cls: np.ndarray, best: np.ndarray) -> np.ndarray:
 
 
 def dfl_distances(box: np.ndarray, reg_max: int) -> np.ndarray:
-    """(4*reg_max, M) bin logits -> (4, M) distances: the expectation of the softmax over each side's bins."""
+    """(4*reg_max, M) bin logits -> (4, M) distances: the expectation of the softmax over each side's bins.
+
+    ``reg_max`` 1 is a head without DFL (ultralytics then replaces the DFL by the identity): its four
+    channels are the distances themselves. Non-finite logits give non-finite distances, silently (numpy's
+    warnings are for bugs; a broken model's output is the caller's to drop).
+    """
+    if reg_max == 1:
+        return box.reshape(4, -1).astype(np.float32)
     d = box.reshape(4, reg_max, -1).astype(np.float32)
-    # softmax is shift-invariant: the usual per-row max shift only guards exp against overflow/underflow,
-    # so when every logit is within +-80 (exp stays a normal float32) the two passes it costs are skipped
-    if d.size and not (float(d.min()) > -DFL_SAFE_LOGIT and float(d.max()) < DFL_SAFE_LOGIT):
-        d = d - d.max(axis=1, keepdims=True)
-    np.exp(d, out=d)
-    bins = np.arange(reg_max, dtype=np.float32)
-    return np.asarray(np.matmul(bins, d) / d.sum(axis=1))
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        # softmax is shift-invariant: the usual per-row max shift only guards exp against overflow/underflow,
+        # so when every logit is within +-80 (exp stays a normal float32) the two passes it costs are skipped
+        if d.size and not (float(d.min()) > -DFL_SAFE_LOGIT and float(d.max()) < DFL_SAFE_LOGIT):
+            d = d - d.max(axis=1, keepdims=True)
+        np.exp(d, out=d)
+        bins = np.arange(reg_max, dtype=np.float32)
+        return np.asarray(np.matmul(bins, d) / d.sum(axis=1))
 
 
 class LazyBoxes:

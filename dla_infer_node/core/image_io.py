@@ -1,8 +1,9 @@
 """Image message fields <-> ndarray, without ROS: zero-copy views, validation, compressed decode, overlays.
 
 The node hands the fields of a ``sensor_msgs/Image`` (or the bytes of a ``CompressedImage``) to these
-functions, so everything here is testable without rclpy. A raw image becomes an ``(H, W, C)`` uint8 *view*
-of the message buffer: rows are addressed through ``step``, so row padding costs no copy.
+functions, so everything here is testable without rclpy. A raw image becomes a *view* of the message
+buffer shaped by its encoding's layout (:mod:`dla_infer_node.core.encodings`; ``(H, W, C)`` for packed
+ones): rows are addressed through ``step``, so row padding costs no copy.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 import cv2
 import numpy as np
 
-from dla_infer_node.core import cdr_image
+from dla_infer_node.core import cdr_image, encodings
 from dla_infer_node.core.codec_stderr import CODEC_STDERR
+from dla_infer_node.core.color_convert import scale_to_8bit, to_bgr8
 from dla_infer_node.core.errors import InputError
 from dla_infer_node.core.image_header import check_compressed_size
 
@@ -24,51 +26,28 @@ if TYPE_CHECKING:
 
 # the max_input_pixels parameter's default: 8K x 8K / 4 (a 4096 x 4096 frame)
 DEFAULT_MAX_INPUT_PIXELS = 8192 * 8192 // 4
-# encoding -> channels; all are 8 bits per channel, so is_bigendian never changes the byte order
-ENCODINGS: dict[str, int] = {"rgb8": 3, "bgr8": 3, "rgba8": 4, "bgra8": 4, "mono8": 1}
+# encoding -> values per element of its view (the full table with layouts: core.encodings)
+ENCODINGS: dict[str, int] = {name: e.channels for name, e in encodings.TABLE.items()}
 # image files the tools read from a folder (calibration, evaluation on your own data)
 IMAGE_FILE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
-# encoding -> source channel index of (R, G, B); mono repeats its one channel
+# packed encoding -> source channel index of (R, G, B); mono repeats its one channel
 RGB_INDEX: dict[str, tuple[int, int, int]] = {
-    "rgb8": (0, 1, 2), "bgr8": (2, 1, 0), "rgba8": (0, 1, 2), "bgra8": (2, 1, 0), "mono8": (0, 0, 0),
-}
+    name: e.rgb_index for name, e in encodings.TABLE.items() if e.rgb_index is not None}
 
 
 def channels_of(encoding: str, stage: str = "input") -> int:
-    """Channels of a supported encoding; anything else is an :class:`InputError`."""
-    try:
-        return ENCODINGS[encoding]
-    except (KeyError, TypeError):
-        raise InputError(f"unsupported encoding {encoding!r}; supported: {sorted(ENCODINGS)}",
-                         call="channels_of", params={"encoding": encoding}, stage=stage) from None
+    """Values per element of a supported encoding's view; anything else is an :class:`InputError`."""
+    return encodings.lookup(encoding, stage).channels
 
 
 def validate_image(image: Any, encoding: str, stage: str = "input") -> np.ndarray:
-    """Check an in-memory frame against its encoding; returns it as ``(H, W, C)`` (a view, never a copy).
+    """Check an in-memory frame against its encoding; returns it as a 3-D view (never a copy).
 
-    Raises :class:`InputError` naming ``stage`` for a non-array, wrong dtype, zero size, or a channel
-    count that disagrees with the encoding. A 2-D array is accepted for ``mono8``.
+    Raises :class:`InputError` naming ``stage`` for a non-array, wrong dtype, zero size, a channel count
+    or size that disagrees with the encoding (:func:`encodings.validate`). A 2-D array is accepted for
+    one-channel layouts (mono, Bayer, NV12/NV21).
     """
-    c = channels_of(encoding, stage)
-    if not isinstance(image, np.ndarray):
-        raise InputError(f"image must be a numpy array, got {type(image).__name__}",
-                         call="validate_image", params={"encoding": encoding}, stage=stage)
-    params_shape = image.shape
-    if image.ndim == 2 and c == 1:
-        image = image[:, :, np.newaxis]
-    shape = image.shape
-    if image.dtype == np.uint8 and len(shape) == 3 and shape[0] and shape[1] and shape[2] == c:
-        return image  # the per-frame case: no error text is built
-    params = {"encoding": encoding, "shape": params_shape, "dtype": str(image.dtype)}
-    if image.dtype != np.uint8:
-        raise InputError("image dtype must be uint8", call="validate_image", params=params, stage=stage)
-    if len(shape) != 3:
-        raise InputError("image must be (H, W, C)", call="validate_image", params=params, stage=stage)
-    if shape[0] == 0 or shape[1] == 0:
-        raise InputError("image is empty (zero width or height)", call="validate_image",
-                         params=params, stage=stage)
-    raise InputError(f"encoding {encoding} needs {c} channel(s), image has {shape[2]}",
-                     call="validate_image", params=params, stage=stage)
+    return encodings.validate(image, encoding, stage)[0]
 
 
 def _as_bytes_array(data: Any, stage: str) -> np.ndarray:
@@ -96,38 +75,37 @@ def image_from_fields(
     is_bigendian: int | bool = 0,
     stage: str = "input",
 ) -> np.ndarray:
-    """A ``sensor_msgs/Image``'s fields -> zero-copy ``(H, W, C)`` uint8 view honouring ``step``.
+    """A ``sensor_msgs/Image``'s fields -> zero-copy view honouring ``step`` (shape per layout family,
+    see :mod:`dla_infer_node.core.encodings`: ``(H, W, C)`` for packed ones, ``mono8`` gives ``(H, W, 1)``).
 
-    ``mono8`` gives ``(H, W, 1)``. ``is_bigendian`` is accepted for completeness: every supported
-    encoding has 1-byte channels, so it cannot change the result.
+    ``is_bigendian`` sets the byte order of 16-bit views; it cannot matter for 8-bit encodings.
     """
-    del is_bigendian  # 8-bit channels: byte order is irrelevant
-    c = channels_of(encoding, stage)
+    enc = encodings.lookup(encoding, stage)
     params = {"encoding": encoding, "height": height, "width": width, "step": step}
     try:
         h, w, s = int(height), int(width), int(step)
     except (TypeError, ValueError) as exc:
         raise InputError("height, width and step must be integers", call="image_from_fields",
                          params=params, stage=stage) from exc
-    if h <= 0 or w <= 0:
-        raise InputError("image is empty (zero width or height)", call="image_from_fields",
-                         params=params, stage=stage)
-    if s < w * c:
-        raise InputError(f"step {s} < width*channels = {w * c}", call="image_from_fields",
-                         params=params, stage=stage)
-    buf = _as_bytes_array(data, stage)
-    if buf.size < s * h:
-        raise InputError(f"data holds {buf.size} bytes, step*height needs {s * h}",
-                         call="image_from_fields", params=params, stage=stage)
-    return np.ndarray((h, w, c), dtype=np.uint8, buffer=buf, offset=0, strides=(s, c, 1))
+    return encodings.view(enc, h, w, s, _as_bytes_array(data, stage), bool(is_bigendian), stage)
+
+
+def frame_from_fields(encoding: str, height: int, width: int, step: int, data: Any,
+                      is_bigendian: int | bool = 0, stage: str = "input") -> tuple[np.ndarray, str]:
+    """:func:`image_from_fields` and the encoding's table name (``yuv422`` arrives as ``uyvy``)."""
+    view = image_from_fields(encoding, height, width, step, data, is_bigendian, stage)
+    return view, encodings.canonical(encoding, stage)
 
 
 def decode_compressed(data: Any, stage: str = "input",
                       max_pixels: int = DEFAULT_MAX_INPUT_PIXELS) -> tuple[np.ndarray, str]:
     """JPEG/PNG bytes (a ``CompressedImage``'s data) -> ``(H, W, 3)`` bgr8 array and ``"bgr8"``.
 
-    The header is read first: other formats, and images above ``max_pixels``, are refused before any
-    pixel is allocated. What libjpeg/libpng print meanwhile goes to :data:`codec_stderr.CODEC_STDERR`.
+    8-bit JPEG and 8- or 16-bit PNG (grey, colour, with or without alpha) are taken; a 16-bit PNG (a
+    thermal camera's mono16) is scaled to 8 bits by 255/65535 as cv_bridge scales mono16, and grey is
+    repeated into the three channels. The header is read first: other formats, and images above
+    ``max_pixels``, are refused before any pixel is allocated. What libjpeg/libpng print meanwhile goes
+    to :data:`codec_stderr.CODEC_STDERR`.
     """
     buf = _as_bytes_array(data, stage)
     if buf.size == 0:
@@ -136,13 +114,16 @@ def decode_compressed(data: Any, stage: str = "input",
     check_compressed_size(buf, max_pixels, stage)
     try:
         with CODEC_STDERR.capture():
-            image = cv2.imdecode(buf, cv2.IMREAD_COLOR)
+            # ANYDEPTH keeps a 16-bit PNG's values (plain IMREAD_COLOR would drop the low byte)
+            image = cv2.imdecode(buf, cv2.IMREAD_COLOR | cv2.IMREAD_ANYDEPTH)
     except cv2.error as exc:
         raise InputError(f"cannot decode compressed image: {exc}", call="cv2.imdecode",
                          params={"bytes": int(buf.size)}, stage=stage) from exc
     if image is None or image.size == 0:
         raise InputError("cannot decode compressed image (not JPEG/PNG or corrupt)", call="cv2.imdecode",
                          params={"bytes": int(buf.size), "head": bytes(buf[:8]).hex()}, stage=stage)
+    if image.dtype == np.uint16:
+        image = scale_to_8bit(image)
     return image, "bgr8"
 
 
@@ -157,8 +138,17 @@ def frame_from_cdr(raw: bytes | bytearray | memoryview, compressed: bool,
         frame, encoding = decode_compressed(c.data, stage=stage, max_pixels=max_pixels)
         return frame, encoding, c.header
     f = cdr_image.parse_image(raw)
-    view = image_from_fields(f.encoding, f.height, f.width, f.step, f.data, f.is_bigendian, stage=stage)
-    return view, f.encoding, f.header
+    view, encoding = frame_from_fields(f.encoding, f.height, f.width, f.step, f.data, f.is_bigendian,
+                                       stage=stage)
+    return view, encoding, f.header
+
+
+def quiet_opencv_log() -> None:
+    """Keep OpenCV's own WARN lines (an unreadable file, a truncated image) off stderr: the command line
+    tools report the same problem in their one-line error, and a second line would break that contract."""
+    logging = getattr(getattr(cv2, "utils", None), "logging", None)
+    if logging is not None:
+        logging.setLogLevel(logging.LOG_LEVEL_ERROR)
 
 
 def read_image_file(path: Path, stage: str = "input") -> np.ndarray:
@@ -168,17 +158,6 @@ def read_image_file(path: Path, stage: str = "input") -> np.ndarray:
         raise InputError("cannot read image (not an image, or corrupt)", call="cv2.imread",
                          params={"path": str(path)}, stage=stage)
     return image
-
-
-def to_bgr8(image: np.ndarray, encoding: str) -> np.ndarray:
-    """A contiguous bgr8 COPY of a frame in any supported encoding (for drawing and publishing)."""
-    img = validate_image(image, encoding, stage="overlay")
-    conv = {"rgb8": cv2.COLOR_RGB2BGR, "rgba8": cv2.COLOR_RGBA2BGR, "bgra8": cv2.COLOR_BGRA2BGR,
-            "mono8": cv2.COLOR_GRAY2BGR}
-    if encoding == "bgr8":
-        return np.array(img, dtype=np.uint8, order="C", copy=True)
-    src = img[:, :, 0] if encoding == "mono8" else img
-    return cv2.cvtColor(np.ascontiguousarray(src), conv[encoding])
 
 
 def class_colour(class_id: int) -> tuple[int, int, int]:

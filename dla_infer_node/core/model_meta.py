@@ -109,8 +109,8 @@ def _text(value: Any, key: str, path: Path) -> str:
     return value
 
 
-def _ints(value: Any, what: str, path: Path) -> tuple[int, ...]:
-    return tuple(_int(v, f"{what}[{i}]", path) for i, v in enumerate(_list(value, what, path)))
+def _ints(value: Any, what: str, path: Path, least: int = 0) -> tuple[int, ...]:
+    return tuple(_int(v, f"{what}[{i}]", path, least) for i, v in enumerate(_list(value, what, path)))
 
 
 def _floats(value: Any, what: str, path: Path, count: int | None = None) -> tuple[float, ...]:
@@ -147,33 +147,52 @@ def class_names_from_onnx_metadata(text: str) -> tuple[str, ...]:
                      call="class_names_from_onnx_metadata")
 
 
+def _names(value: Any, key: str, path: Path) -> tuple[str, ...]:
+    """A list of class names; each a string or a number (YAML reads ``- 1`` as one), never a list or a
+    mapping (whose text could be anything, an alias expansion included)."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise _bad(path, key, value, "a list of class names" + (" or a labels file name" if key == "labels"
+                                                                 else ""))
+    names = value
+    for i, n in enumerate(names):
+        if isinstance(n, (list, tuple, dict, Mapping)) or n is None:
+            raise _bad(path, f"{key}[{i}]", n, "a class name (a string)")
+    return tuple(str(n) for n in names)
+
+
+def _labels_file(file: Path, path: Path) -> tuple[str, ...]:
+    """Class names from the labels file the metadata ``path`` names, one per line (blank lines skipped);
+    a one-line ModelError when it is not a regular file of UTF-8 text."""
+    where = {"path": str(path)}
+    if not file.is_file():  # missing, a folder, or a FIFO that would block the read forever
+        raise ModelError(f"labels file {str(file)!r} is not a regular file", call="load_metadata",
+                         params=where)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ModelError(f"labels file {str(file)!r} unreadable ({' '.join(str(exc).split())})",
+                         call="load_metadata", params=where) from exc
+    return tuple(line.strip() for line in text.splitlines() if line.strip())
+
+
 def class_names(doc: Mapping[str, Any], path: Path) -> tuple[str, ...]:
     """``classes`` (a list of names); ``labels`` is its synonym when it is a list, or names a labels file
     (one name per line, relative to the metadata file) when it is a string. Empty when neither is given."""
     where = {"path": str(path)}
-    names = doc.get("classes")
+    names = None if doc.get("classes") is None else _names(doc["classes"], "classes", path)
     labels = doc.get("labels")
     if isinstance(labels, str):
         if names is None:
             file = Path(labels) if Path(labels).is_absolute() else path.parent / labels
-            try:
-                text = file.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise ModelError(f"labels file {labels!r} unreadable ({exc})", call="load_metadata",
-                                 params=where) from exc
-            return tuple(line.strip() for line in text.splitlines() if line.strip())
+            return _labels_file(file, path)
         labels = None
     if labels is not None:
-        if names is not None and list(labels) != list(names):
+        listed = _names(labels, "labels", path)
+        if names is not None and listed != names:
             raise ModelError("'classes' and 'labels' (its synonym) both given and they differ",
                              call="load_metadata", params=where)
-        names = labels
-    if names is None:
-        return ()
-    if isinstance(names, (str, bytes)) or not isinstance(names, Sequence):
-        raise ModelError(f"'classes' must be a list of names, got {names!r}", call="load_metadata",
-                         params=where)
-    return tuple(str(c) for c in names)
+        names = listed
+    return () if names is None else names
 
 
 def _check_yolov8_raw(decoder: DecoderSpec, n_outputs: int, path: Path) -> None:
@@ -181,9 +200,6 @@ def _check_yolov8_raw(decoder: DecoderSpec, n_outputs: int, path: Path) -> None:
         raise ModelError(f"yolov8_raw needs decoder.strides and per stride one output (box+cls) or two "
                          f"(box, cls); got {len(decoder.strides)} strides, {n_outputs} outputs",
                          call="load_metadata", params={"path": str(path)})
-    if decoder.reg_max < 1:
-        raise ModelError(f"decoder.reg_max must be >= 1, got {decoder.reg_max}", call="load_metadata",
-                         params={"path": str(path)})
 
 
 def with_class_names(metadata: ModelMetadata, names: Sequence[str], source: str) -> ModelMetadata:
@@ -230,8 +246,9 @@ def parse_metadata(doc: Mapping[str, Any], path: Path) -> ModelMetadata:
     anchors = []
     for i, a in enumerate(anchors_doc):
         flat = _floats(a, f"decoder.anchors[{i}]", path)
-        if not flat or len(flat) % 2:
-            raise _bad(path, f"decoder.anchors[{i}]", a, "a non-empty list of (w, h) pairs: w1, h1, w2, h2")
+        if not flat or len(flat) % 2 or min(flat) <= 0:
+            raise _bad(path, f"decoder.anchors[{i}]", a,
+                       "a non-empty list of (w, h) pairs of positive sizes: w1, h1, w2, h2")
         anchors.append(tuple((flat[j], flat[j + 1]) for j in range(0, len(flat), 2)))
     classes = class_names(doc, path)
     if not classes and "num_classes" not in dec:
@@ -241,7 +258,7 @@ def parse_metadata(doc: Mapping[str, Any], path: Path) -> ModelMetadata:
     decoder = DecoderSpec(
         kind=kind,
         num_classes=_int(dec.get("num_classes", len(classes)), "decoder.num_classes", path, 1),
-        strides=_ints(dec.get("strides", ()), "decoder.strides", path),
+        strides=_ints(dec.get("strides", ()), "decoder.strides", path, least=1),
         anchors=tuple(anchors),
         reg_max=_int(dec.get("reg_max", 16), "decoder.reg_max", path, least=1),
     )

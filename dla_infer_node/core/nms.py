@@ -4,8 +4,11 @@ A box is suppressed by a higher-scoring box of the same class when their IoU is 
 (computed as ``inter > t * union`` so that zero-area boxes never suppress). Classes are separated by their
 ids alone: a pair of boxes of two classes is never a suppression pair, whatever the coordinates. (The
 usual trick, shifting each class by ``class_id * span``, lets float32 rounding merge boxes once
-coordinates are large, and one NaN/Inf disables it for the frame.) Boxes and scores must be finite; the
-decoder drops non-finite candidates first (``decode.finite_candidates``).
+coordinates are large, and one NaN/Inf disables it for the frame.) Scores must be finite (the decoder
+drops non-finite candidates first, ``decode.finite_candidates``); a box that is not finite is never kept
+and never suppresses (a box decoded lazily, only for NMS, can be checked only here). IoU is scale-invariant,
+so boxes whose coordinates would overflow float32 once turned into areas (sides past ~1e19) are scaled
+down by a power of two, exactly, first.
 
 Two exact ways, same result:
 
@@ -21,6 +24,7 @@ Two exact ways, same result:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -36,6 +40,8 @@ PREFIX_PER_DETECTION = 3
 # Boxes compared against the rest per NMS step of the dense way (numpy call count vs wasted work).
 NMS_BLOCK = 32
 NMS_BLOCK_ELEMS = 8192  # when few boxes remain, take them all as one block (a small full matrix)
+# coordinates kept below this: widths below 2**61, areas and unions below 2**123 < float32's 2**128
+MAX_EXACT_COORD = 2.0**60
 
 
 def _greedy_fixed_point(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
@@ -152,6 +158,10 @@ def nms(boxes: np.ndarray | Callable[[np.ndarray], np.ndarray], scores: np.ndarr
     while True:
         order = _top_order(scores, p)
         b = (boxes(order) if callable(boxes) else boxes[order]).astype(np.float32, copy=True)
+        finite = np.isfinite(b).all(axis=1)
+        if not finite.all():
+            order, b = order[finite], b[finite]
+        _fit_float32(b)
         cls = class_ids[order]
         area = np.clip(b[:, 2] - b[:, 0], 0, None) * np.clip(b[:, 3] - b[:, 1], 0, None)
         pairs = None if method == "blocks" else _overlap_pairs(b, cls)
@@ -166,6 +176,14 @@ def nms(boxes: np.ndarray | Callable[[np.ndarray], np.ndarray], scores: np.ndarr
         if kept.size >= max_detections or p >= n:
             return order[kept[:max_detections]]
         p = min(n, 4 * p)
+
+
+def _fit_float32(b: np.ndarray) -> None:
+    """Scale finite boxes ``b`` in place by a power of two (exact) so their areas cannot overflow float32."""
+    if b.size:
+        top = float(np.abs(b).max())
+        if top >= MAX_EXACT_COORD:
+            b *= np.float32(2.0 ** -(math.frexp(top)[1] - math.frexp(MAX_EXACT_COORD)[1] + 1))
 
 
 def _top_order(scores: np.ndarray, p: int) -> np.ndarray:

@@ -11,17 +11,23 @@ from dla_infer_node.core.errors import ModelError
 from dla_infer_node.core.model_meta import ModelMetadata, TensorSpec
 
 
-def _allowed_channels(kind: str, num_classes: int, anchors: int) -> tuple[int, int] | None:
-    """(least, most) channels an output of ``kind`` may have; None for a kind without a rule here."""
-    if kind == "yolov5_raw":
-        # metadata shapes are the model's logical shapes: a DLA layout's channel padding (255 -> 256) is
-        # in the tensor format, not here, so the count is exact
-        return anchors * (5 + num_classes), anchors * (5 + num_classes)
-    if kind == "yolov5_final":
-        return 5 + num_classes, 5 + num_classes
-    if kind == "yolov8":
-        return 4 + num_classes, 4 + num_classes
-    return None
+def _expected_channels(metadata: ModelMetadata, i: int) -> int | None:
+    """The channels output ``i`` must have for ``decoder.kind``; None for an output the decoder does not read.
+
+    Metadata shapes are the model's logical shapes: a DLA layout's channel padding (255 -> 256) is in the
+    tensor format, not here, so every count is exact.
+    """
+    d = metadata.decoder
+    if d.kind == "yolov5_raw":
+        return len(d.anchors[i]) * (5 + d.num_classes) if i < len(d.anchors) else None
+    if d.kind == "yolov8_raw":
+        box = 4 * d.reg_max
+        if len(metadata.outputs) == 2 * len(d.strides):  # box, cls per stride
+            return box if i % 2 == 0 else d.num_classes
+        return box + d.num_classes  # one tensor per stride, box bins then class logits
+    if i > 0:  # single-tensor decoders read the first output only
+        return None
+    return (5 if d.kind == "yolov5_final" else 4) + d.num_classes
 
 
 def _channels(kind: str, spec: TensorSpec, want: int) -> int | None:
@@ -35,24 +41,21 @@ def _channels(kind: str, spec: TensorSpec, want: int) -> int | None:
 
 
 def check_output_shapes(metadata: ModelMetadata) -> None:
-    """Raise a one-line :class:`ModelError` (stage ``decode``) when an output cannot carry the classes.
+    """Raise a one-line :class:`ModelError` (stage ``decode``) when an output cannot carry the classes (or,
+    for ``yolov8_raw``, the ``4*reg_max`` box bins): one check for every decoder kind.
 
-    Dims <= 0 (dynamic) are not checked; single-tensor decoders read only the first output.
+    Dims <= 0 (dynamic) are not checked.
     """
     d = metadata.decoder
-    heads = metadata.outputs if d.kind == "yolov5_raw" else metadata.outputs[:1]
-    for i, spec in enumerate(heads):
-        anchors = len(d.anchors[i]) if d.kind == "yolov5_raw" and i < len(d.anchors) else 0
-        allowed = _allowed_channels(d.kind, d.num_classes, anchors)
-        if allowed is None:
-            return
-        least, most = allowed
-        got = _channels(d.kind, spec, least)
-        if got is None or got <= 0:
+    for i, spec in enumerate(metadata.outputs):
+        want = _expected_channels(metadata, i)
+        if want is None:
             continue
-        if not least <= got <= most:
-            want = str(least) if least == most else f"{least}..{most}"
-            raise ModelError(f"output {spec.name!r} shape {list(spec.shape)} has {got} channels; decoder "
-                             f"{d.kind} with num_classes={d.num_classes} needs {want}: the class list does "
-                             f"not match the model", call="check_output_shapes",
-                             params={"metadata": str(metadata.path)}, stage="decode")
+        got = _channels(d.kind, spec, want)
+        if got is None or got <= 0 or got == want:
+            continue
+        bins = f", reg_max={d.reg_max}" if d.kind == "yolov8_raw" else ""
+        raise ModelError(f"output {spec.name!r} shape {list(spec.shape)} has {got} channels; decoder "
+                         f"{d.kind} with num_classes={d.num_classes}{bins} needs {want}: the class list "
+                         f"does not match the model", call="check_output_shapes",
+                         params={"metadata": str(metadata.path)}, stage="decode")

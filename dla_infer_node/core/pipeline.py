@@ -7,6 +7,9 @@ change never splits a frame.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar, overload
+
 import numpy as np
 
 from dla_infer_node.core.backend import Backend
@@ -14,6 +17,32 @@ from dla_infer_node.core.decode import make_decoder
 from dla_infer_node.core.detections import Detections
 from dla_infer_node.core.model_meta import ModelMetadata
 from dla_infer_node.core.settings import validate_integer, validate_number
+
+T = TypeVar("T")
+
+
+class _Validated(Generic[T]):
+    """An attribute whose every assignment is checked by one settings row (same error, same message)."""
+
+    def __init__(self, parameter: str, validate: Callable[[str, Any], T]) -> None:
+        self._parameter = parameter
+        self._validate = validate
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = "_" + name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _Validated[T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type) -> T: ...
+    def __get__(self, obj: object | None, owner: type) -> _Validated[T] | T:
+        if obj is None:
+            return self
+        value: T = getattr(obj, self._slot)
+        return value
+
+    def __set__(self, obj: object, value: T) -> None:
+        setattr(obj, self._slot, self._validate(self._parameter, value))
 
 
 class Detector:
@@ -29,34 +58,15 @@ class Detector:
         self.iou_threshold = iou_threshold
         self.max_detections = max_detections
 
-    # validated, live-changeable thresholds ------------------------------------------------------------
-    @property
-    def conf_threshold(self) -> float:
-        return self._conf
-
-    @conf_threshold.setter
-    def conf_threshold(self, value: float) -> None:
-        self._conf = validate_number("confidence_threshold", value)
-
-    @property
-    def iou_threshold(self) -> float:
-        return self._iou
-
-    @iou_threshold.setter
-    def iou_threshold(self, value: float) -> None:
-        self._iou = validate_number("nms_iou_threshold", value)
-
-    @property
-    def max_detections(self) -> int:
-        return self._max_det
-
-    @max_detections.setter
-    def max_detections(self, value: int) -> None:
-        self._max_det = validate_integer("max_detections", value)
+    # validated, live-changeable thresholds (each assignment goes through the settings table's row)
+    conf_threshold = _Validated("confidence_threshold", validate_number)
+    iou_threshold = _Validated("nms_iou_threshold", validate_number)
+    max_detections = _Validated("max_detections", validate_integer)
 
     # -------------------------------------------------------------------------------------------------
     def detect(self, image: np.ndarray, encoding: str) -> Detections:
-        conf, iou, max_det = self._conf, self._iou, self._max_det  # one consistent set per frame
+        # one consistent set per frame: each attribute is read once
+        conf, iou, max_det = self.conf_threshold, self.iou_threshold, self.max_detections
         raw = self.backend.infer(image, encoding)
         # boxes wholly in the letterbox padding are dropped before NMS and max_det (decode's docstring)
         net = self._decoder(raw.tensors, conf, iou, max_det, raw.letterbox.content)

@@ -25,18 +25,26 @@ than the resize itself; for the shortcut with one normalisation for all channels
 remap + LUT, both spread over OpenCV's pool (:mod:`dla_infer_node.core.preprocess_gather`). Which way is
 faster depends on the machine (remap+LUT on a 16-core host, the usual way on 2 cores), so it is timed on
 the first frame of each size.
+
+Frames in the other camera encodings (YUV 4:2:2, NV12/NV21, Bayer, 16-bit) are converted to 8 bits first,
+as cv_bridge converts them: at the network size where the resize is the odd-factor shortcut (exact, see
+:mod:`dla_infer_node.core.convert_gather`), else whole (:mod:`dla_infer_node.core.color_convert`); a second
+preprocessor then takes the 8-bit result, so neither's buffers displace the other's.
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import cv2
 import numpy as np
 
+from dla_infer_node.core import encodings
+from dla_infer_node.core.color_convert import to_packed8
+from dla_infer_node.core.convert_gather import GatherConvert
 from dla_infer_node.core.errors import InputError
 from dla_infer_node.core.image_io import RGB_INDEX, validate_image
 from dla_infer_node.core.model_meta import InputSpec
@@ -167,8 +175,9 @@ def _source_index(encoding: str, channel_order: str) -> tuple[int, int, int]:
 
 def letterbox_image(image: np.ndarray, encoding: str, dst_w: int, dst_h: int,
                     pad_value: int) -> tuple[np.ndarray, Letterbox]:
-    """The letterboxed uint8 canvas ``(dst_h, dst_w, C)`` in the source's encoding (reference/debug path)."""
-    img = validate_image(image, encoding, stage="preprocess")
+    """The letterboxed uint8 canvas ``(dst_h, dst_w, C)`` in the 8-bit packed encoding the frame converts
+    to (its own for rgb8, bgr8, rgba8, bgra8, mono8; rgb8 for YUV and Bayer; reference/debug path)."""
+    img = validate_image(*to_packed8(image, encoding, stage="preprocess"), stage="preprocess")
     h, w, c = img.shape
     lb = Letterbox.fit(w, h, dst_w, dst_h)
     canvas = np.full((dst_h, dst_w, c), pad_value, dtype=np.uint8)
@@ -181,7 +190,7 @@ def letterbox_image(image: np.ndarray, encoding: str, dst_w: int, dst_h: int,
 def reference_preprocess(image: np.ndarray, encoding: str, spec: InputSpec) -> tuple[np.ndarray, Letterbox]:
     """The preprocessing contract written out literally, in float64: slow, for tests and cross-checks."""
     canvas, lb = letterbox_image(image, encoding, spec.width, spec.height, spec.pad_value)
-    idx = _source_index(encoding, spec.channel_order)
+    idx = _source_index(to_packed8(image, encoding)[1], spec.channel_order)
     chw = canvas[:, :, list(idx)].astype(np.float64).transpose(2, 0, 1)
     mean = np.array(spec.mean, np.float64).reshape(3, 1, 1)
     std = np.array(spec.std, np.float64).reshape(3, 1, 1)
@@ -214,6 +223,10 @@ class Preprocessor:
         self._steps: list[tuple[int, float, float, np.ndarray]] = []
         self.interpolation = cv2.INTER_LINEAR  # of the last frame size seen (see resize_interpolation)
         self.fast_multiply = multiply_is_fast()
+        # frames that are not 8-bit packed: (encoding, w, h) -> its exact gather (None: convert it all)
+        self._convert_key: tuple[str, int, int] | None = None
+        self._convert: tuple[GatherConvert | None, Letterbox] | None = None
+        self._inner: Preprocessor | None = None  # preprocesses what the conversion gives
 
     def _prepare(self, w: int, h: int, c: int, encoding: str) -> None:
         """(Re)build buffers and the per-channel steps when the frame size or encoding changes."""
@@ -252,12 +265,23 @@ class Preprocessor:
         """Resize (if needed), de-interleave, and convert each channel into the tensor."""
         small = src if self._new_size is None else cv2.resize(  # no resize pass when sizes match
             src, self._new_size, dst=self._small, interpolation=self.interpolation)
-        planes = (small,) if c == 1 else cv2.split(small, self._planes)
+        self._normalise((small,) if c == 1 else cv2.split(small, self._planes))
+
+    def _normalise(self, planes: Sequence[np.ndarray]) -> None:
+        """Each model channel's uint8 plane (at the resized size) -> its window of the tensor."""
         for plane, alpha, gamma, view in self._steps:
             if gamma == 0.0 and self.fast_multiply:  # zero-mean model: no min/max scan needed
                 cv2.multiply(planes[plane], 1.0, dst=view, scale=alpha, dtype=cv2.CV_32F)
             else:
                 _scale_shift(planes[plane], alpha, gamma, view)
+
+    def _tensor_of_planes(self, planes: Sequence[np.ndarray]) -> np.ndarray:
+        """R, G and B uint8 planes already at the resized size (a converter's output) -> the tensor."""
+        h, w = planes[0].shape
+        if self._key != (w, h, 3, "rgb8"):
+            self._prepare(w, h, 3, "rgb8")
+        self._normalise(planes)
+        return self._tensor
 
     def _gather_is_faster(self, gather: FusedGather, src: np.ndarray, c: int) -> bool:
         """Both ways three times, alternating, on this frame; the fastest single run decides (~3 ms once)."""
@@ -268,8 +292,57 @@ class Preprocessor:
             best[use] = min(best[use], time.perf_counter() - t0)
         return best[True] < best[False]
 
+    def _conversion(self, image: np.ndarray, encoding: str
+                    ) -> tuple[np.ndarray, encodings.Encoding, GatherConvert | None, Letterbox]:
+        """The validated view, its table entry, its exact gather (None: convert it whole), its letterbox."""
+        img, enc = encodings.validate(image, encoding, stage="preprocess")
+        w, h = encodings.frame_size(img, enc)
+        if self._convert_key != (enc.name, w, h):
+            lb = Letterbox.fit(w, h, self.spec.width, self.spec.height)
+            small = Letterbox.fit(lb.new_w, lb.new_h, self.spec.width, self.spec.height)
+            placed = (small.new_w, small.new_h, small.pad_x, small.pad_y) == (lb.new_w, lb.new_h, lb.pad_x,
+                                                                               lb.pad_y)
+            exact = placed and GatherConvert.applies(enc, w, h, lb.new_w, lb.new_h)
+            self._convert = (GatherConvert(enc, w, h, lb.new_w, lb.new_h) if exact else None), lb
+            self._convert_key = (enc.name, w, h)
+        assert self._convert is not None  # set just above
+        return img, enc, *self._convert
+
+    def _converted(self, image: np.ndarray, encoding: str) -> tuple[np.ndarray, Letterbox]:
+        """A YUV, NV12/NV21, Bayer or 16-bit frame: gathered and converted at the network size where that
+        is exact (:mod:`dla_infer_node.core.convert_gather`), else converted whole (cv_bridge's way); the
+        8-bit result goes through a second preprocessor, so its buffers never displace this one's."""
+        img, enc, gather, lb = self._conversion(image, encoding)
+        if self._inner is None:
+            self._inner = Preprocessor(self.spec, fused_gather=self.fused_gather)
+        try:
+            if gather is None:
+                return self._inner(*to_packed8(img, enc.name, stage="preprocess"))
+            # a frame already at the resized size lands where the whole frame would (same letterbox)
+            if gather.gives_planes:
+                tensor = self._inner._tensor_of_planes(gather.planes(img))
+            else:
+                tensor, _ = self._inner(*gather.packed(img))
+        except cv2.error as exc:
+            raise InputError(f"OpenCV failed: {exc}", call="Preprocessor",
+                             params={"shape": img.shape, "encoding": encoding}, stage="preprocess") from exc
+        return tensor, lb
+
+    def conversion_path(self, image: np.ndarray, encoding: str) -> str:
+        """Which way a frame of this encoding and size is converted."""
+        enc = encodings.lookup(encoding)
+        if enc.family == encodings.PACKED and enc.bits == 8:
+            return "none (8-bit packed)"
+        gather = self._conversion(image, encoding)[2]
+        if gather is not None:
+            return gather.way
+        return "converted whole (cv_bridge's code), then the 8-bit preprocess"
+
     def __call__(self, image: np.ndarray, encoding: str) -> tuple[np.ndarray, Letterbox]:
-        """``(H, W, C)`` uint8 frame -> ``(1, 3, dst_h, dst_w)`` float32 tensor and its :class:`Letterbox`."""
+        """A frame (view shaped by its encoding, see :mod:`dla_infer_node.core.encodings`) ->
+        ``(1, 3, dst_h, dst_w)`` float32 tensor and its :class:`Letterbox`."""
+        if encoding not in RGB_INDEX or encodings.lookup(encoding).bits != 8:
+            return self._converted(image, encoding)
         img = validate_image(image, encoding, stage="preprocess")
         h, w, c = img.shape
         if self._key != (w, h, c, encoding):

@@ -165,8 +165,11 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               "class. Changeable at run time.", min=0.0, max=1.0, read_only=False),
     ParamSpec("max_detections", "integer", 100, "Most detections published per frame. Changeable at run "
               "time.", min=1, max=1000, read_only=False),
-    _s("input_transport", "raw", "'raw': subscribe 'image' (sensor_msgs/Image); 'compressed': subscribe "
-       "'image/compressed' (sensor_msgs/CompressedImage, JPEG/PNG).", choices=INPUT_TRANSPORTS),
+    _s("input_transport", "raw", "'raw': subscribe 'image' (sensor_msgs/Image in any encoding of the "
+       "encodings table: RGB/BGR/mono at 8 or 16 bits, YUYV/UYVY, NV12/NV21, Bayer at 8 or 16 bits); "
+       "'compressed': subscribe 'image/compressed' (sensor_msgs/CompressedImage: 8-bit JPEG; 8- or 16-bit "
+       "PNG, grey or colour, alpha ignored; 16-bit values scaled to 8 bits by 255/65535, as cv_bridge "
+       "scales mono16).", choices=INPUT_TRANSPORTS),
     ParamSpec("max_input_pixels", "integer", 16_777_216, "Largest compressed image (width x height) decoded; "
               "the size is read from the JPEG/PNG header before decoding, so a small file declaring a huge "
               "image is refused (counted as bad input) without allocating it. Only JPEG and PNG are "

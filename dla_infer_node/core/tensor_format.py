@@ -121,22 +121,27 @@ def _merge_into(planes: list[np.ndarray], dst: np.ndarray) -> None:
         np.copyto(dst, r.reshape(dst.shape))
 
 
+def _planar(layout: TensorLayout) -> bool:
+    """One channel per plane (linear, or a vector of 1): rows are contiguous, numpy copies them row-wise."""
+    return layout.format == "linear" or layout.vector == 1
+
+
+def _groups(layout: TensorLayout) -> int:
+    """Interleaved channel groups: hwc4 holds every channel in one, chwN needs ceil(C / N)."""
+    return 1 if layout.format == "hwc4" else -(-layout.c // layout.vector)
+
+
 def _covers_all(layout: TensorLayout) -> bool:
     """Whether writing every atom (pad channels included) writes every byte: then no zero-fill is needed."""
     atom, line, surface, batch = layout.strides
-    if layout.format == "linear" or layout.vector == 1:
+    if _planar(layout):
         return False
-    groups = 1 if layout.format == "hwc4" else -(-layout.c // layout.vector)
-    return (line == layout.w * atom and surface == line * layout.h and batch == surface * groups
+    return (line == layout.w * atom and surface == line * layout.h and batch == surface * _groups(layout)
             and layout.size == batch * layout.n)
 
 
-def pack(
-    x: np.ndarray,
-    layout: TensorLayout,
-    scale: float | None = None,
-    out: np.ndarray | None = None,
-) -> np.ndarray:
+def pack(x: np.ndarray, layout: TensorLayout, scale: float | None = None,
+         out: np.ndarray | None = None) -> np.ndarray:
     """Pack ``x`` ``(N, C, H, W)`` float into a uint8 buffer of ``layout.size`` bytes.
 
     With ``out`` (a 1-D uint8 array of at least ``layout.size`` bytes) nothing is allocated in the
@@ -158,27 +163,22 @@ def pack(
         if not _covers_all(layout):
             out[: layout.size].fill(0)
     e = _elements(x, layout, s)
-    if layout.format == "linear" or layout.vector == 1:  # rows are contiguous: numpy copies row-wise
+    if _planar(layout):
         np.copyto(layout.element_view(out), e)
         return out
     bits = _BITS[layout.dtype]
     v, zero = layout.vector, _scratch.get("zero", (layout.h, layout.w), bits)
     zero.fill(0)
     e = e.view(bits)
-    groups = 1 if layout.format == "hwc4" else -(-layout.c // v)
     for n in range(layout.n):
-        for g in range(groups):
+        for g in range(_groups(layout)):
             planes = [e[n, c] if c < layout.c else zero for c in range(g * v, g * v + v)]
             _merge_into(planes, _interleaved(out, layout, n, g))
     return out
 
 
-def unpack(
-    buf: np.ndarray,
-    layout: TensorLayout,
-    scale: float | None = None,
-    out: np.ndarray | None = None,
-) -> np.ndarray:
+def unpack(buf: np.ndarray, layout: TensorLayout, scale: float | None = None,
+           out: np.ndarray | None = None) -> np.ndarray:
     """Read ``(N, C, H, W)`` float32 back from a packed buffer; padding is ignored.
 
     ``out`` (float32, C-contiguous, of the layout's shape) avoids the allocation.
@@ -203,7 +203,7 @@ def unpack(
         else:
             np.multiply(src, np.float32(s), out=dst, dtype=np.float32)
 
-    if layout.format == "linear" or layout.vector == 1:
+    if _planar(layout):
         view = layout.element_view(buf)
         for n in range(layout.n):
             for c in range(layout.c):
@@ -212,9 +212,8 @@ def unpack(
     v = layout.vector
     bits = _BITS[layout.dtype]
     planes = [_scratch.get(f"plane{i}", (layout.h, layout.w), bits) for i in range(v)]
-    groups = 1 if layout.format == "hwc4" else -(-layout.c // v)
     for n in range(layout.n):
-        for g in range(groups):
+        for g in range(_groups(layout)):
             group = _interleaved(buf, layout, n, g)
             used = min(v, layout.c - g * v)
             if used * 4 <= v:  # mostly pad lanes (e.g. a 3-channel chw16 input): pick the few we need

@@ -30,6 +30,7 @@ from dla_infer_node.artifact import trt_support
 from dla_infer_node.artifact.sidecar import TRTEXEC_FORMATS, default_sidecar, load_artifact
 from dla_infer_node.core.errors import ModelError
 from dla_infer_node.core.model_meta import load_metadata
+from dla_infer_node.core.yaml_file import read_yaml
 from dla_infer_node.dla_build import onnx_facts
 from dla_infer_node.dla_build.build_plan import RECORD, BuildPlan, PrecisionSource, plan_build
 
@@ -49,7 +50,7 @@ def git_revision(folder: Path) -> str:
 def model_mapping(meta_path: Path) -> dict[str, Any]:
     """The metadata inline, made independent of its folder: class names inline, no relative file keys."""
     meta = load_metadata(meta_path)  # validates it
-    doc = dict(yaml.safe_load(meta_path.read_text(encoding="utf-8")))
+    doc = dict(read_yaml(meta_path))  # the file load_metadata just read: the same bounded reader
     doc["classes"] = list(meta.classes)
     for key in ("onnx", "labels"):  # relative to the metadata file, meaningless next to the loadable
         doc.pop(key, None)

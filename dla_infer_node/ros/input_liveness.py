@@ -17,8 +17,13 @@ Two loss counts, because neither works everywhere alone:
   Humble too): the DDS reader's own count of samples it knows it missed, frames that never arrived
   included, but not per publisher.
 
-The window's loss is the larger of the two (they count the same gaps, so they are never added). On Humble
-the message info has only timestamps: the rmw event and the stall check are what remain.
+Both see the same transport losses, but at different times: the rmw reports a missing sample when the reader
+notices it, the sequence numbers only when the next frame is taken (which may be several diagnostics periods
+later). So the totals are compared, never the windows: ``frames_lost`` is the larger of the two running
+totals, and a window's loss is how much that grew. Summing them, or taking the larger of each window's two
+increments, would count one lost frame twice. The larger total is what is certain: frames overwritten in the
+subscription's history are seen only by the numbers, frames before the first one taken only by the rmw. On
+Humble the message info has only timestamps: the rmw event and the stall check are what remain.
 
 Stall: a matched publisher that has sent no frame for ``stall_periods`` times its period (the median of
 its recent arrival intervals; ``default_period`` until two frames came) is silent. Publishers are told apart
@@ -84,8 +89,8 @@ class InputMonitor:
         self._seq_lost = 0
         self._seq_seen = False
         self._rmw_lost = 0
-        self._lost_total = 0
-        self._window = (0, 0, 0)  # received, seq lost, rmw lost at the last status
+        self._lost_total = 0  # frames_lost at the last status
+        self._received_before = 0  # frames received at the last status
         self._matched = 0
         self._matched_since = clock()
 
@@ -127,11 +132,11 @@ class InputMonitor:
         """Level, message and values for the window since the previous call."""
         now = self._clock()
         with self._lock:
-            received0, seq0, rmw0 = self._window
-            self._window = (self._received, self._seq_lost, self._rmw_lost)
-            received = self._received - received0
-            lost = max(self._seq_lost - seq0, self._rmw_lost - rmw0)
-            self._lost_total += lost
+            received = self._received - self._received_before
+            self._received_before = self._received
+            lost_total = max(self._seq_lost, self._rmw_lost)  # each lost frame once; see the module docstring
+            lost = lost_total - self._lost_total
+            self._lost_total = lost_total
             if matched_publishers > self._matched:  # a new publisher: its grace starts now
                 self._matched_since = now
             self._matched = matched_publishers
@@ -161,16 +166,23 @@ class InputMonitor:
         """(publishers delivering, longest silence of one that is not); caller holds the lock."""
         live = 0
         quiet_streams = []
-        for key in list(self._streams):
-            stream = self._streams[key]
+        forgettable = []
+        for key, stream in self._streams.items():
             timeout = self.stall_periods * self.period(stream)
             quiet = now - stream.last_arrival
             if quiet <= timeout:
                 live += 1
-            elif quiet > _FORGET_AFTER_TIMEOUTS * timeout:
-                del self._streams[key]  # long gone (unmatched since): keep the table bounded
-            else:
-                quiet_streams.append(quiet)
+                continue
+            quiet_streams.append(quiet)
+            if quiet > _FORGET_AFTER_TIMEOUTS * timeout:
+                forgettable.append((quiet, key))
+        # Keep the table bounded: a stream long silent is forgotten, but only while there are more streams
+        # than matched publishers (its publisher is gone). A publisher still matched keeps its stream, so
+        # its silence stays measured from its own last frame, however long it lasts.
+        surplus = max(0, len(self._streams) - matched)
+        for quiet, key in sorted(forgettable, key=lambda item: -item[0])[:surplus]:
+            del self._streams[key]
+            quiet_streams.remove(quiet)
         if None in self._streams and live:  # no GIDs: one live stream stands for every publisher
             live = matched
         if live < matched and now - self._matched_since <= self.stall_periods * self.default_period:

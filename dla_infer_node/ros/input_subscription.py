@@ -32,7 +32,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSCompatibility, QoSProfile, qos_check_compatible
 from rclpy.subscription import Subscription
 
-from dla_infer_node.core.codec_stderr import CODEC_STDERR, write_stderr
+from dla_infer_node.core.codec_stderr import CODEC_STDERR, codec_lines, write_stderr
 from dla_infer_node.ros.input_health import InputHealth, Status
 from dla_infer_node.ros.input_liveness import InputMonitor
 from dla_infer_node.ros.node_config import NodeConfig
@@ -134,8 +134,8 @@ class InputWatch:
                    if qos_check_compatible(i.qos_profile, self._qos)[0] == QoSCompatibility.ERROR)
 
     def _codec_output(self, text: str) -> None:
-        for line in text.splitlines():
-            if line.startswith("["):  # another thread's log line caught while a decode held stderr
-                write_stderr(line + "\n")
-            elif line.strip():
-                self._node.get_logger().warning(f"image codec: {line.strip()}", throttle_duration_sec=5.0)
+        codec, other = codec_lines(text)
+        for line in other:  # another thread's log line caught while a decode held stderr
+            write_stderr(line + "\n")
+        for line in codec:
+            self._node.get_logger().warning(f"image codec: {line.strip()}", throttle_duration_sec=5.0)

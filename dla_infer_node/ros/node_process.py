@@ -1,6 +1,7 @@
 """The process around a node, either kind: :func:`run_node` runs rclpy with our own signal handling, the
 spin loop and the exit codes (0 after SIGINT/SIGTERM, 2 for an invalid configuration, 1 for a backend
-that cannot start or a fatal fault).
+that cannot start or a fatal fault). Before its participant exists it removes the Fast DDS shared-memory
+segments dead processes left (``dds_shm``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from rclpy.signals import SignalHandlerOptions
 
 from dla_infer_node.core.errors import DlaInferError, ModelError, ParameterError
 from dla_infer_node.core.stop_signals import stop_on_signals
+from dla_infer_node.ros.dds_shm import remove_orphans
 from dla_infer_node.ros.executors import executor_factory, shutdown_executor, try_shutdown
 from dla_infer_node.ros.frame_memory import keep_frame_buffers
 from dla_infer_node.ros.param_binding import params_file_problem
@@ -42,6 +44,8 @@ def run_node(name: str, make_node: Callable[[], N], executor_kind: Callable[[N],
         print(f"{name}: {problem}", file=sys.stderr)
         return 2
     keep_frame_buffers()  # before the first frame: each frame's buffers reuse the last one's pages
+    # before our own participant exists: what an earlier run killed hard (respawn after a crash) left in RAM
+    orphans = remove_orphans()
     try:
         # our own handlers: SIGINT and SIGTERM both mean an orderly stop with exit code 0 on every distro
         rclpy.init(args=args,
@@ -55,6 +59,10 @@ def run_node(name: str, make_node: Callable[[], N], executor_kind: Callable[[N],
     code = 0
     try:
         node = make_node()
+        if orphans:
+            node.get_logger().info(
+                f"removed {len(orphans)} Fast DDS shared-memory segment(s) of processes that died without "
+                f"closing them ({sum(o.ram_bytes for o in orphans) / 2**20:.0f} MiB of RAM back)")
         executor = executor_factory(executor_kind(node))()
         executor.add_node(node)
         while not stop.is_set() and node.fatal_error is None:

@@ -32,16 +32,16 @@ from dla_infer_node.core.image_io import (
     decode_compressed,
     fields_from_bgr8,
     frame_from_cdr,
-    image_from_fields,
+    frame_from_fields,
 )
 
 LEVELS = {"ok": DiagnosticStatus.OK, "warn": DiagnosticStatus.WARN, "error": DiagnosticStatus.ERROR}
 
 
 def frame_from_image(msg: Image) -> tuple[np.ndarray, str]:
-    """Zero-copy (H, W, C) view of an Image (step padding honoured); InputError for anything unusable."""
-    view = image_from_fields(msg.encoding, msg.height, msg.width, msg.step, msg.data, msg.is_bigendian)
-    return view, msg.encoding
+    """Zero-copy view of an Image (step padding honoured) and its encoding's table name; InputError for
+    anything unusable."""
+    return frame_from_fields(msg.encoding, msg.height, msg.width, msg.step, msg.data, msg.is_bigendian)
 
 
 def frame_from_compressed(msg: CompressedImage, max_pixels: int = DEFAULT_MAX_INPUT_PIXELS

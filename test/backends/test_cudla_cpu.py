@@ -394,3 +394,29 @@ def test_library_not_found_is_runtime_library_stage(tmp_path: Path) -> None:
     with pytest.raises(ce.RuntimeLibraryError) as ei:
         CudlaBackend(artifact(tmp_path), cuda=cuda)  # real cuda.bindings.cudla, or its ImportError
     assert ei.value.stage == "runtime_library" and ei.value.hint
+
+
+@pytest.mark.parametrize("encoding", ["yuyv", "nv12", "bayer_rggb8", "mono16"])
+def test_cpu_input_path_fills_a_camera_frame_as_its_rgb8_twin(encoding: str) -> None:
+    """preprocess_device: cpu takes every camera encoding: a YUYV, NV12, Bayer or 16-bit frame fills the DLA
+    input buffer with the bytes of its cv_bridge rgb8 conversion, at the largest size the path takes (an
+    NV12 frame has 3/2 as many rows as its height: the size check goes by the picture, not the rows)."""
+    from dla_infer_node.backends.input_path import CpuInputPath
+    from dla_infer_node.core.color_convert import to_rgb8
+    from dla_infer_node.core.model_meta import InputSpec
+    from dla_infer_node.core.synth_frames import frame_in
+
+    spec = InputSpec(name="images", width=NET, height=NET, channel_order="rgb", mean=(0.0, 0.0, 0.0),
+                     std=(255.0, 255.0, 255.0), pad_value=114)
+    layout = TensorLayout.dense("hwc4", "int8", 1, 3, NET, NET)
+    rgb = np.random.default_rng(1).integers(0, 256, (96, 96, 3), dtype=np.uint8)  # 3x: the gathered way
+    frame = frame_in(rgb, encoding, pad=4)
+    filled = []
+    for image, enc in ((frame, encoding), (to_rgb8(frame, encoding), "rgb8")):
+        cuda = FakeCuda([])
+        path = CpuInputPath(spec, layout, 0.05, 96, 96, cuda=cuda)
+        dst = cuda.malloc(layout.size)
+        path.enqueue(image, enc, dst, 0)
+        filled.append(cuda.mem[dst][:layout.size].copy())
+        path.close()
+    assert np.array_equal(filled[0], filled[1])

@@ -6,6 +6,10 @@
   every format, dtype, encoding, odd sizes and padded descriptors.
 - The ctypes parameter block matches the CUDA struct (nvcc, when installed), and the source compiles.
 - Layouts, scales and frames the GPU path cannot take fail before any CUDA call.
+- Every other encoding (16-bit RGB/BGR(A)/mono in either byte order, YUYV/UYVY, NV12/NV21, Bayer 8/16):
+  the kernel's reading of the staged bytes, driven by the parameter block alone, is what cv_bridge gives
+  (``cv2.cvtColor`` with its code, 16 -> 8 bit by 255/65535), and so the whole emulated kernel equals
+  cv_bridge's conversion followed by the CPU preprocess, byte for byte.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import pytest
 from dla_infer_node.backends import gpu_preprocess as gp
 from dla_infer_node.backends import gpu_preprocess_params as gpp
 from dla_infer_node.backends import preprocess_kernel as pk
+from dla_infer_node.core import encodings
+from dla_infer_node.core.color_convert import to_rgb8 as cv_bridge_rgb8  # cv_bridge's codes and scaling
 from dla_infer_node.core.errors import DlaInferError, InputError, ParameterError
 from dla_infer_node.core.model_meta import InputSpec
 from dla_infer_node.core.preprocess import Letterbox, Preprocessor
@@ -52,16 +58,19 @@ def _padded(layout: TensorLayout) -> TensorLayout:
 
 def emulate_kernel(img: np.ndarray, encoding: str, spec: InputSpec, layout: TensorLayout,
                    scale: float | None) -> np.ndarray:
-    """What the kernel writes, computed in numpy from the same parameter block."""
-    h, w = img.shape[:2]
+    """What the kernel writes, computed in numpy from the same parameter block and the staged bytes."""
+    img = gpp.check_frame(img, encoding, 1 << 14, 1 << 14)
+    fmt = gpp.source_format(encoding)
+    w, h = gpp.frame_size(img, encoding)
     lb = Letterbox.fit(w, h, spec.width, spec.height)
     p = gpp.static_params(spec, layout, scale)
-    gpp.set_geometry(p, spec, lb, encoding)
-    small = pk.emulate_resize(img, lb.new_w, lb.new_h)
+    gpp.set_geometry(p, spec, lb, encoding, big_endian=not img.dtype.isnative)
+    pixels = gpp.emulate_source_channels(gpp.staged_bytes(img), p, fmt.family)
+    small = pk.emulate_resize(pixels, lb.new_w, lb.new_h)
     canvas = np.empty((p.c, p.h, p.w), np.float32)
     for ch in range(p.c):
         canvas[ch].fill(np.float32(p.pad[ch]))
-        v = small[:, :, p.src_off[ch]]
+        v = small[:, :, ch]
         a, g = np.float32(p.alpha[ch]), np.float32(p.gamma[ch])
         if p.fused:  # one rounding: exact in float64 for 8-bit pixels and these magnitudes
             val = (v.astype(np.float64) * float(a) + float(g)).astype(np.float32)
@@ -195,7 +204,7 @@ def test_check_layout_rejects_what_the_kernel_cannot_fill() -> None:
 
 
 @pytest.mark.parametrize("image,encoding,needle", [
-    (np.zeros((10, 10, 3), np.uint8), "yuv422", "unsupported encoding"),
+    (np.zeros((10, 10, 3), np.uint8), "16UC1", "unsupported encoding"),
     (np.zeros((0, 10, 3), np.uint8), "rgb8", "empty"),
     (np.zeros((10, 10, 3), np.float32), "rgb8", "uint8"),
     (np.zeros((10, 10, 4), np.uint8), "rgb8", "channel"),
@@ -206,6 +215,31 @@ def test_check_frame_errors_name_the_stage(image: np.ndarray, encoding: str, nee
     with pytest.raises(InputError) as info:
         gpp.check_frame(image, encoding, max_w=200, max_h=100)
     assert info.value.stage == gpp.STAGE and needle in str(info.value)
+
+
+@pytest.mark.parametrize("image,encoding,needle", [
+    (np.zeros((10, 10, 3), np.uint8), "nv24", "not supported"),
+    (np.zeros((10, 10, 3), np.uint8), "yuv422", "needs 2 channel(s)"),
+    (np.zeros((10, 9, 2), np.uint8), "yuyv", "an even width"),
+    (np.zeros((10, 10), np.uint8), "nv12", "height * 3 / 2 rows"),
+    (np.zeros((15, 9), np.uint8), "nv21", "an even width and height"),
+    (np.zeros((10, 10), np.uint8), "bayer_rggb16", "dtype must be uint16"),
+    (np.zeros((10, 10, 4), np.uint16), "bgr16", "needs 3 channel(s)"),
+    (np.zeros((0, 10), np.uint16), "mono16", "empty"),
+    (np.zeros((153, 10), np.uint8), "nv12", "larger than the staging"),
+])
+def test_check_frame_of_camera_encodings_errors(image: np.ndarray, encoding: str, needle: str) -> None:
+    with pytest.raises(InputError) as info:
+        gpp.check_frame(image, encoding, max_w=200, max_h=100)
+    assert info.value.stage == gpp.STAGE and needle in str(info.value)
+
+
+def test_check_frame_takes_the_views_of_core_encodings() -> None:
+    """NV12 and Bayer views with or without their trailing axis of 1, 16-bit views in either byte order."""
+    assert gpp.check_frame(np.zeros((6, 4), np.uint8), "nv21", 4, 4).shape == (6, 4, 1)
+    assert gpp.check_frame(np.zeros((4, 5, 1), np.uint16), "bayer_gbrg16", 5, 4).shape == (4, 5, 1)
+    assert gpp.check_frame(np.zeros((4, 5), ">u2"), "mono16", 5, 4).shape == (4, 5, 1)
+    assert gpp.source_format("8UC3") == gpp.source_format("bgr8")  # generic names as the table says
 
 
 def test_check_frame_accepts_mono_2d_and_strided() -> None:
@@ -251,3 +285,114 @@ def test_kernel_source_compiles_and_struct_matches(tmp_path: Path, arch: str) ->
                              capture_output=True, text=True, timeout=300)
         assert res.returncode == 0, res.stderr
         assert ".entry dla_pack" in (tmp_path / f"k{es}_{cpg}.ptx").read_text()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Every other encoding, against cv_bridge's conversion (the reference the CPU path and the GPU tests use)
+NEW_ENCODINGS = [e for e in gpp.SOURCE_FORMATS if e not in ENCODINGS]
+
+
+def camera_frame(rng: np.random.Generator, encoding: str, w: int, h: int) -> np.ndarray:
+    shape, dtype = gpp.frame_shape(encoding, w, h)  # random samples, as a camera delivers them
+    return rng.integers(0, np.iinfo(dtype).max + 1, shape, dtype=dtype)
+
+
+@pytest.mark.parametrize("encoding", NEW_ENCODINGS)
+def test_source_reading_equals_cv_bridge(encoding: str) -> None:
+    """Per pixel, no resize: all size classes (tiny Bayer frames are zeros in OpenCV too), both orders."""
+    rng = np.random.default_rng(sum(map(ord, encoding)))
+    spec, layout = _spec(64, 64), TensorLayout.dense("linear", "fp16", 1, 3, 64, 64)
+    fmt = gpp.source_format(encoding)
+    for w, h in [(64, 48), (2, 2), (6, 4), (130, 22), (1, 1), (3, 3), (9, 5), (4, 2), (2, 6)]:
+        if not encodings.lookup(encoding).fits(w, h):
+            continue
+        for big_endian in (False, True) if fmt.sample_bytes == 2 else (False,):
+            frame = camera_frame(rng, encoding, w, h)
+            frame = frame.astype(">u2") if big_endian else frame
+            img = gpp.check_frame(frame, encoding, 200, 200)
+            p = gpp.static_params(spec, layout, None)
+            gpp.set_geometry(p, spec, Letterbox.fit(w, h, 64, 64), encoding, big_endian)
+            got = gpp.emulate_source_channels(gpp.staged_bytes(img), p, fmt.family)
+            assert np.array_equal(got, cv_bridge_rgb8(frame, encoding).reshape(h, w, 3)), (w, h, big_endian)
+
+
+@pytest.mark.parametrize("encoding", ["yuyv", "uyvy", "nv12", "nv21"])
+def test_yuv_arithmetic_over_a_million_triples(encoding: str) -> None:
+    """OpenCV's fixed-point BT.601: every Y with 65 x 65 (U, V) pairs (a grid of step 4, and 255)."""
+    y, uv = np.arange(256), np.append(np.arange(0, 255, 4), 255)
+    u, v = np.meshgrid(uv, uv, indexing="ij")
+    w = 512  # each (Y, U, V) fills a pixel pair in 4:2:2 and a 2x2 block in NV
+    yy = np.broadcast_to(y[None, :], (u.size, 256)).reshape(-1)
+    uu, vv = (np.repeat(a.reshape(-1), 256) for a in (u, v))
+    fmt = gpp.source_format(encoding)
+    if fmt.family == "yuv422":
+        pairs = np.zeros((yy.size, 4), np.uint8)
+        yo, uo, vo = fmt.yuv_off
+        pairs[:, yo], pairs[:, yo + 2], pairs[:, uo], pairs[:, vo] = yy, yy, uu, vv
+        frame = pairs.reshape(-1, w, 2)
+    else:
+        luma = np.repeat(np.repeat(yy.reshape(-1, w // 2), 2, axis=0), 2, axis=1)
+        chroma = np.zeros((yy.size, 2), np.uint8)
+        chroma[:, fmt.yuv_off[1]], chroma[:, fmt.yuv_off[2]] = uu, vv
+        frame = np.concatenate([luma, chroma.reshape(-1, w)]).astype(np.uint8)
+    h = frame.shape[0] * 2 // 3 if fmt.family == "nv" else frame.shape[0]
+    spec, layout = _spec(64, 64), TensorLayout.dense("linear", "fp16", 1, 3, 64, 64)
+    p = gpp.static_params(spec, layout, None)
+    gpp.set_geometry(p, spec, Letterbox.fit(w, h, 64, 64), encoding)
+    got = gpp.emulate_source_channels(gpp.staged_bytes(frame), p, fmt.family)
+    assert np.array_equal(got, cv_bridge_rgb8(frame, encoding))
+
+
+@pytest.mark.parametrize("fmt,dtype", COMBOS)
+def test_kernel_emulation_of_every_encoding_equals_cv_bridge_then_cpu_pack(fmt: str, dtype: str) -> None:
+    rng = np.random.default_rng(hash((fmt, dtype, "enc")) % 2**32)
+    sizes = [((67, 45), (132, 76)), ((64, 64), (10, 600)), ((33, 35), (40, 32)), ((96, 60), (96, 60))]
+    for i, encoding in enumerate(NEW_ENCODINGS):
+        (dw, dh), (sw, sh) = sizes[i % len(sizes)]
+        spec = _spec(dw, dh, order=("rgb", "bgr")[i % 2], imagenet=i % 3 == 1)
+        frame = camera_frame(rng, encoding, sw, sh)
+        if i % 2 and frame.dtype == np.uint16:
+            frame = frame.astype(">u2")
+        layout = TensorLayout.dense(fmt, dtype, 1, 3, dh, dw)
+        if i % 3 == 2:
+            layout = _padded(layout)
+        try:
+            gpp.check_layout(spec, layout, SCALE)
+        except gpp.GpuPreprocessError:
+            continue
+        got = emulate_kernel(frame, encoding, spec, layout, SCALE)
+        want = cpu_reference(cv_bridge_rgb8(frame, encoding), "rgb8", spec, layout, SCALE)
+        assert np.array_equal(got, want), (fmt, dtype, encoding, frame.dtype)
+
+
+def test_parameter_block_of_each_family() -> None:
+    """What the kernel is told about the source: row bytes, byte order, YUV offsets, Bayer tile."""
+    spec, layout = _spec(64, 64, order="bgr"), TensorLayout.dense("hwc4", "fp16", 1, 3, 64, 64)
+    expect = {"rgba16": (100 * 8, (4, 2, 0)), "mono16": (200, (0, 0, 0)), "yuyv": (200, (2, 1, 0)),
+              "nv21": (100, (2, 1, 0)), "bayer_grbg16": (200, (2, 1, 0)), "bayer_bggr8": (100, (2, 1, 0))}
+    for encoding, (step, src_off) in expect.items():
+        p = gpp.static_params(spec, layout, None)
+        gpp.set_geometry(p, spec, Letterbox.fit(100, 50, 64, 64), encoding, big_endian=True)
+        fmt = gpp.source_format(encoding)
+        assert (p.src_step, tuple(p.src_off)[:3], p.src_w, p.src_h) == (step, src_off, 100, 50), encoding
+        assert p.swap == (fmt.sample_bytes == 2)
+    assert tuple(gpp.source_format("yuv422_yuy2").yuv_off) == (0, 1, 3)  # old names are aliases
+    assert gpp.source_format("yuv422") == gpp.source_format("uyvy")
+    p = gpp.static_params(spec, layout, None)
+    gpp.set_geometry(p, spec, Letterbox.fit(100, 50, 64, 64), "bayer_gbrg8")
+    assert [(p.bayer >> (2 * i)) & 3 for i in range(4)] == [1, 2, 0, 1]  # G B / R G
+    assert set(pk.KERNEL_NAMES) == {f.family for f in gpp.SOURCE_FORMATS.values()}
+
+
+def test_tap_tables_address_each_family_in_its_own_units() -> None:
+    """Packed frames: byte offsets (pixel bytes, row bytes); the others: pixel and row indices."""
+    x0, x1, _, _ = pk.axis_taps(100, 37, clamp=True)
+    y0, _, _, _ = pk.axis_taps(50, 19, clamp=False)
+    for encoding, (x_unit, y_unit, step) in {"rgb8": (3, 300, 300), "bgra16": (8, 800, 800),
+                                              "mono16": (2, 200, 200), "yuyv": (1, 1, 200),
+                                              "nv12": (1, 1, 100), "bayer_rggb16": (1, 1, 200)}.items():
+        units = gpp.source_tables(gpp.source_format(encoding), 100)
+        assert units == (x_unit, y_unit, step), encoding
+        xtab, ytab = pk.tap_tables(100, 50, units[0], 37, 19, row_bytes=units[1])
+        assert np.array_equal(xtab[:, 0], x0 * x_unit) and np.array_equal(xtab[:, 1], x1 * x_unit)
+        assert np.array_equal(ytab[:, 0], y0 * y_unit)

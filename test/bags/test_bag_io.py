@@ -147,6 +147,7 @@ def test_split_bag_reads_all_files_in_order(tmp_path: Path) -> None:
         ("sqlite", "storage 'sqlite3'"),
         ("missing_file", "missing"),
         ("bad_yaml", "not rosbag2 bag metadata"),
+        ("deep_yaml", "not rosbag2 bag metadata: nested too deeply"),  # was a RecursionError traceback
         ("empty_dir", "neither metadata.yaml"),
     ],
 )
@@ -163,7 +164,7 @@ def test_bad_bags_raise_bag_error(tmp_path: Path, setup: str, match: str) -> Non
             sid = w.register_schema(name="Thing", encoding="jsonschema", data=b"{}")
             w.register_channel(topic="/j", message_encoding="json", schema_id=sid)
             w.finish()
-    elif setup in ("sqlite", "missing_file", "bad_yaml", "empty_dir"):
+    elif setup in ("sqlite", "missing_file", "bad_yaml", "deep_yaml", "empty_dir"):
         target.mkdir()
         if setup == "sqlite":
             doc = {"storage_identifier": "sqlite3", "relative_file_paths": ["bag_0.db3"]}
@@ -173,6 +174,8 @@ def test_bad_bags_raise_bag_error(tmp_path: Path, setup: str, match: str) -> Non
             (target / "metadata.yaml").write_text(yaml.safe_dump({"rosbag2_bagfile_information": doc}))
         elif setup == "bad_yaml":
             (target / "metadata.yaml").write_text("just: [a, list")
+        elif setup == "deep_yaml":
+            (target / "metadata.yaml").write_text("a: " + "[" * 10_000 + "]" * 10_000)
     with pytest.raises(BagError, match=match) as info:
         BagReader(target)
     assert "[bag_io]" in str(info.value)

@@ -44,6 +44,33 @@ def test_agrees_with_pycocotools(seed: int) -> None:
     assert np.all(table[3] == -1)  # no ground truth: left out of the mean, as COCOeval does
 
 
+def _with_crowds(seed: int, gts: list, dets: list) -> list:
+    """Crowd regions for a random set: a few per image, some under detections, of any class."""
+    rng = np.random.default_rng(seed + 100)
+    crowds = []
+    for (_, _), (d, _, dcls) in zip(gts, dets, strict=True):
+        n = int(rng.integers(0, 3))
+        under = d[rng.integers(0, len(d), n)] if len(d) else rng.uniform(0, 200, (n, 4))
+        grow = rng.uniform(0, 40, (n, 4)) * [-1, -1, 1, 1]  # a region around (or beside) a detection
+        boxes = under + grow
+        boxes[:, 2:] = np.maximum(boxes[:, 2:], boxes[:, :2] + 1)
+        cls = dcls[:n] if len(dcls) >= n else rng.integers(0, 4, n)
+        crowds.append((boxes, np.asarray(cls, int)))
+    return crowds
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_crowd_regions_agree_with_pycocotools(seed: int) -> None:
+    # detections on a crowd region are ignored by COCOeval (neither true nor false positive); before, they
+    # were left out of the ground truth and counted as false positives here
+    gts, dets = random_set(seed, images=25, classes=4)
+    crowds = _with_crowds(seed, gts, dets)
+    ref50, ref5095, _ = pycocotools_map(gts, dets, ["a", "b", "c", "d"], crowds)
+    got50, got5095, _ = coco_map(gts, dets, 4, crowds=crowds)
+    assert got50 == pytest.approx(ref50, abs=1e-9) and got5095 == pytest.approx(ref5095, abs=1e-9)
+    assert coco_map(gts, dets, 4)[0] != pytest.approx(ref50, abs=1e-9)  # the crowd regions do matter here
+
+
 def test_perfect_and_empty() -> None:
     boxes = np.array([[0, 0, 10, 10], [20, 20, 40, 30]], float)
     gts = [(boxes, np.array([0, 1]))]

@@ -42,7 +42,7 @@ def detector(tmp_path_factory: pytest.TempPathFactory) -> Detector:
         (np.zeros((10, 10, 1), np.uint8), "rgba8"),
         (np.zeros((10, 10), np.uint8), "bgr8"),
         (np.zeros((10, 10, 3, 1), np.uint8), "rgb8"),
-        (np.zeros((10, 10, 3), np.uint8), "yuv422"),  # unknown encoding
+        (np.zeros((10, 10, 3), np.uint8), "yuv420"),  # unknown encoding
         (np.zeros((10, 10, 3), np.uint8), None),
         (None, "rgb8"),  # not an array at all
         (b"\x00" * 300, "rgb8"),
@@ -59,7 +59,7 @@ def test_message_level_errors() -> None:
         lambda: image_from_fields("rgb8", 4, 4, 12, bytes(47)),  # truncated
         lambda: image_from_fields("rgb8", 4, 4, 11, bytes(48)),  # step too small
         lambda: image_from_fields("rgb8", 0, 4, 12, b""),  # zero size
-        lambda: image_from_fields("bayer_rggb8", 4, 4, 4, bytes(16)),  # unknown encoding
+        lambda: image_from_fields("nv24", 4, 4, 4, bytes(16)),  # an encoding the node refuses
         lambda: decode_compressed(b"\xff\xd8\xff garbage"),  # undecodable JPEG
     ]
     for case in cases:

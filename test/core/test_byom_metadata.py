@@ -160,7 +160,8 @@ def test_yolov8_raw_paired_and_per_level_concat_forms_agree() -> None:
     concat = [np.concatenate(outs[i:i + 2], axis=1) for i in (0, 2)]
     spec = [{"name": f"o{i}", "shape": list(o.shape)} for i, o in enumerate(outs)]
     paired = make_decoder(make_metadata("yolov8_raw", num_classes=nc, strides=strides, outputs=spec))
-    joined = make_decoder(make_metadata("yolov8_raw", num_classes=nc, strides=strides, outputs=spec[:2]))
+    joined_spec = [{"name": f"j{i}", "shape": list(c.shape)} for i, c in enumerate(concat)]
+    joined = make_decoder(make_metadata("yolov8_raw", num_classes=nc, strides=strides, outputs=joined_spec))
     a, b = paired(outs, 0.3, 0.5, 50), joined(concat, 0.3, 0.5, 50)
     assert len(a) > 3 and np.array_equal(a.boxes, b.boxes) and np.array_equal(a.class_ids, b.class_ids)
     with pytest.raises(DecodeError, match="yolov8_raw"):

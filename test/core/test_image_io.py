@@ -22,20 +22,27 @@ from dla_infer_node.core.image_io import (
 
 
 @pytest.mark.parametrize("encoding", sorted(ENCODINGS))
-@pytest.mark.parametrize("pad", [0, 7])
-def test_view_honours_step_and_is_zero_copy(encoding: str, pad: int) -> None:
+@pytest.mark.parametrize(("pad", "bigendian"), [(0, 0), (8, 0), (8, 1)])
+def test_view_honours_step_and_is_zero_copy(encoding: str, pad: int, bigendian: int) -> None:
     c = ENCODINGS[encoding]
-    h, w = 5, 6
-    step = w * c + pad
-    raw = bytearray(np.random.default_rng(0).integers(0, 256, h * step, dtype=np.uint8).tobytes())
-    img = image_from_fields(encoding, h, w, step, raw)
-    assert img.shape == (h, w, c) and img.dtype == np.uint8
-    for y in range(h):  # pixel (y, x, k) is byte y*step + x*c + k, by the message definition
+    size = 2 if encoding.endswith("16") else 1
+    h, w = 6, 8
+    rows = h * 3 // 2 if encoding in ("nv12", "nv21") else h
+    step = w * c * size + pad
+    raw = bytearray(np.random.default_rng(0).integers(0, 256, rows * step, dtype=np.uint8).tobytes())
+    img = image_from_fields(encoding, h, w, step, raw, is_bigendian=bigendian)
+    assert img.shape == (rows, w, c) and img.dtype.itemsize == size
+
+    def value(at: int) -> int:  # the element at byte offset `at`, in the message's byte order
+        return int.from_bytes(raw[at:at + size], "big" if bigendian else "little")
+
+    for y in range(rows):  # element (y, x, k) starts at byte y*step + (x*c + k)*size (message definition)
         for x in range(w):
             for k in range(c):
-                assert img[y, x, k] == raw[y * step + x * c + k]
-    raw[step + c] = (raw[step + c] + 1) % 256  # a change to the message buffer shows through the view
-    assert img[1, 1, 0] == raw[step + c]
+                assert img[y, x, k] == value(y * step + (x * c + k) * size)
+    at = step + c * size
+    raw[at] = (raw[at] + 1) % 256  # a change to the message buffer shows through the view
+    assert img[1, 1, 0] == value(at)
 
 
 @pytest.mark.parametrize("container", ["bytes", "memoryview", "array", "ndarray", "list"])
@@ -55,10 +62,10 @@ def test_longer_data_than_needed_is_fine() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "words"),
     [
-        ({"encoding": "yuv422"}, "unsupported encoding"),
+        ({"encoding": "yuv4:2:2"}, "unsupported encoding"),
         ({"encoding": "16UC1"}, "unsupported encoding"),
         ({"data": bytes(10)}, "step\\*height"),
-        ({"step": 5}, "step 5 < width\\*channels"),
+        ({"step": 5}, "step 5 does not fit: rgb8 needs 3 rows of step >= 12 bytes"),
         ({"height": 0}, "empty"),
         ({"width": 0, "step": 0}, "empty"),
         ({"data": np.zeros(36, np.float32)}, "uint8"),

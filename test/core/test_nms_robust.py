@@ -6,12 +6,17 @@ module), so the blocked numpy implementation is checked against the classic resu
 
 from __future__ import annotations
 
+import warnings
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pytest
 from _core_fixtures import make_metadata
 
 from dla_infer_node.core.decode import make_decoder, nms
 from dla_infer_node.core.errors import ModelError
+from dla_infer_node.core.model_meta import parse_metadata
 
 
 def _iou(a: np.ndarray, b: np.ndarray) -> float:
@@ -109,3 +114,55 @@ def test_class_count_that_does_not_fit_the_outputs_fails_at_startup(kind: str, o
 def test_exact_raw_heads_fit() -> None:
     outputs = [{"name": f"head{i}", "shape": [1, 21, 4, 4]} for i in range(3)]  # 3*(5+2)
     make_decoder(make_metadata("yolov5_raw", num_classes=2, outputs=outputs))
+
+
+@pytest.mark.parametrize("method", ["sparse", "blocks"])
+def test_identical_huge_boxes_suppress_each_other(method: str) -> None:
+    # sides past ~2e19 px: w*h overflowed float32 to inf, the union became inf - inf = NaN, and both stayed
+    for side in (3e19, 1e30, 3.4e38):
+        boxes = np.array([[0, 0, side, side], [0, 0, side, side], [0, 0, 10, 10], [1, 1, 11, 11]], np.float32)
+        scores = np.array([0.9, 0.8, 0.7, 0.6], np.float32)
+        ids = np.zeros(4, np.int64)
+        assert nms(boxes, scores, ids, 0.5, 100, method=method).tolist() == [0, 2]
+    # finite corners whose width (6e38) is not a float32: scaled first, they still suppress each other
+    huge = np.array([[-3e38, -3e38, 3e38, 3e38], [-3e38, -3e38, 3e38, 3e38]], np.float32)
+    assert nms(huge, np.array([0.9, 0.8], np.float32), np.zeros(2, np.int64), 0.5, 100,
+               method=method).tolist() == [0]
+
+
+def _v8_raw(reg_max: int, nc: int = 2, grid: int = 8, stride: int = 8) -> tuple[Any, np.ndarray, np.ndarray]:
+    """A yolov8_raw decoder of one stride (paired box / class tensors) and zero-filled tensors for it."""
+    outputs = [{"name": "box", "shape": [1, 4 * reg_max, grid, grid]},
+               {"name": "cls", "shape": [1, nc, grid, grid]}]
+    meta = parse_metadata({"input": {"name": "images", "width": grid * stride, "height": grid * stride},
+                           "decoder": {"kind": "yolov8_raw", "num_classes": nc, "strides": [stride],
+                                       "reg_max": reg_max},
+                           "outputs": outputs, "classes": [f"c{i}" for i in range(nc)]}, Path("v8.yaml"))
+    return make_decoder(meta), np.zeros((1, 4 * reg_max, grid, grid), np.float32), \
+        np.full((1, nc, grid, grid), -10.0, np.float32)
+
+
+def test_reg_max_1_reads_the_box_channels_as_distances() -> None:
+    # ultralytics: reg_max 1 has no DFL (identity), the 4 channels are l, t, r, b in strides; before, the
+    # one-bin softmax made every distance 0 and every box empty, so nothing was ever detected
+    decoder, box, cls = _v8_raw(reg_max=1)
+    box[0, :, 2, 3] = [1.0, 0.5, 2.0, 1.5]
+    cls[0, 1, 2, 3] = 3.0
+    d = decoder([box, cls], 0.25, 0.5, 10)
+    assert d.class_ids.tolist() == [1]
+    np.testing.assert_allclose(d.boxes, [[(3.5 - 1) * 8, (2.5 - 0.5) * 8, (3.5 + 2) * 8, (2.5 + 1.5) * 8]])
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_dfl_logit_takes_no_nms_slot(bad: float) -> None:
+    decoder, box, cls = _v8_raw(reg_max=16)
+    cls[0, 0] = np.linspace(0, 6, 64, dtype=np.float32).reshape(8, 8)  # 64 confident cells, best at [7, 7]
+    box[0, 17, 7, 7] = bad  # one bin of the best cell's top side
+    broken = 0 if bad < 0 else 1  # a -inf bin is a bin of probability 0: the box stays finite and counts
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's RuntimeWarning (inf - inf in the softmax shift) fails too
+        d = decoder([box, cls], 0.25, 1.0, 10)  # IoU threshold 1: nothing suppressed, 10 slots to fill
+    assert len(d) == 10 and np.isfinite(d.boxes).all()
+    assert decoder.nonfinite_dropped == broken
+    d = decoder([box, cls], 0.25, 1.0, 64)  # the broken cell is counted once per frame, not per NMS pass
+    assert len(d) == 64 - broken and decoder.nonfinite_dropped == 2 * broken

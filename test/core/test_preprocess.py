@@ -186,7 +186,7 @@ def test_into_layout(fmt: str, dtype: str, scale: float | None) -> None:
         (np.zeros((0, 5, 3), np.uint8), "rgb8", "empty"),
         (np.zeros((5, 5, 3), np.float32), "rgb8", "dtype"),
         (np.zeros((5, 5, 4), np.uint8), "rgb8", "channel"),
-        (np.zeros((5, 5, 3), np.uint8), "yuv422", "encoding"),
+        (np.zeros((5, 5, 3), np.uint8), "yuv420", "encoding"),
         (np.zeros((5, 5), np.uint8), "rgb8", r"\(H, W, C\)"),
         ([[1, 2, 3]], "rgb8", "numpy array"),
     ],

@@ -31,7 +31,7 @@ def test_echo_artifacts_open_in_the_backend(tmp_path: Path, fmt: str, dtype: str
 
 def _main(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> dict[str, Any]:
     # the kernel part and the environment facts need a GPU; their places in the results are what counts here
-    monkeypatch.setattr(gpu, "bench_kernels", lambda iters, trials: {"layouts": {}})
+    monkeypatch.setattr(gpu, "bench_kernels", lambda iters, trials, encodings: {"layouts": {}})
     monkeypatch.setattr(gpu, "_environment", lambda: {})
     out = tmp_path / "gpu.json"
     assert gpu.main(["--out", str(out), "--frames", "7"], **kwargs) == 0

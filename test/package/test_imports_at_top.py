@@ -20,8 +20,7 @@ ALLOWANCE = {
     "dla_infer_node.backends.input_path": 2,
     "dla_infer_node.bench.gpu": 2,
     "dla_infer_node.cli.detect": 3,
-    "dla_infer_node.cli.evaluate": 9,
-    "dla_infer_node.cli.evaluate_user": 3,
+    "dla_infer_node.cli.evaluate": 7,
 }
 
 

@@ -111,13 +111,6 @@ def test_core_artifact_backends_import_without_ros_or_cuda() -> None:
     assert len(mods) > 20
 
 
-# Circles whose removal other changes own (the evaluation of user data). Each entry goes when its circle
-# does: the test below says when.
-KNOWN_CIRCLES = {
-    frozenset({"dla_infer_node.cli.evaluate", "dla_infer_node.cli.evaluate_user"}),
-}
-
-
 def import_circles(modules: dict[str, Path]) -> set[frozenset[str]]:
     """Each set of modules that import each other, directly or around a ring, lazily or not."""
     graph = {m: {i.name for i in imports_of(path) if i.name in modules and i.name != m}
@@ -145,11 +138,8 @@ def test_the_circle_finder_sees_rings_and_imports_inside_functions(tmp_path: Pat
 
 
 def test_no_import_circles() -> None:
-    circles = import_circles(package_modules())
-    new = sorted(sorted(c) for c in circles - KNOWN_CIRCLES)
-    gone = sorted(sorted(c) for c in KNOWN_CIRCLES - circles)
-    assert new == [], f"import circles (imports inside functions count): {new}"
-    assert gone == [], f"no longer a circle, remove it from KNOWN_CIRCLES: {gone}"
+    circles = sorted(sorted(c) for c in import_circles(package_modules()))
+    assert circles == [], f"import circles (imports inside functions count): {circles}"
 
 
 @pytest.mark.xfail(strict=False, reason="ARCHITECTURE.md is rewritten after the restructure lands")

@@ -109,6 +109,9 @@ META_ROWS: dict[str, Any] = {
     "decoder": [1], "decoder.kind": "yolov9", "decoder.num_classes": "two", "decoder.strides": "8,16",
     "decoder.anchors": {"a": 1}, "outputs": {"name": "head0"}, "outputs[0]": "head0",
     "outputs[0].name": 7, "outputs[0].shape": "1x7", "classes": "ab",
+    "labels": 5,  # next to a 'classes' list: was a TypeError traceback
+    "decoder.strides[0]": 0,  # stride 0 reported every object again at the image corner
+    "decoder.anchors[0]": [-20, 10],  # a negative anchor size
 }
 
 
@@ -197,3 +200,78 @@ def test_bad_sidecar_key(key: str, files: dict[str, Path], capfd: pytest.Capture
                            "artifact_path": str(path)})
     _assert_one_line(rc, out, key.split("[")[0])
     assert str(path) in out
+
+
+# what a few hundred bytes of YAML can ask a parser for: nesting past Python's recursion limit, and aliases
+# that expand nine-fold per level (9**8 class names of 'x' if nothing capped them)
+DEEP_YAML = "input: " + "[" * 10000 + "]" * 10000 + "\n"
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{k}: &{k} [{', '.join([f'*{p}'] * 9)}]\n" for p, k in zip("abcdefg", "bcdefgh", strict=True))
+
+
+@pytest.mark.parametrize("text", [DEEP_YAML, ALIAS_BOMB], ids=["deep", "aliases"])
+@pytest.mark.parametrize("role", ["metadata", "sidecar", "params"])
+def test_hostile_yaml_is_refused_in_one_line(role: str, text: str, files: dict[str, Path],
+                                            capfd: pytest.CaptureFixture[str]) -> None:
+    path = files["dir"] / f"hostile_{role}_{len(text)}.yaml"
+    if role == "metadata":  # the bomb as the class list of an otherwise valid file
+        doc = yaml.safe_load(files["meta"].read_text())
+        doc.pop("classes")
+        path.write_text(yaml.safe_dump(doc) + (text if text is DEEP_YAML else text + "classes: *h\n"))
+        params: dict[str, Any] = {"model_path": str(files["model"]), "metadata_path": str(path)}
+        extra: tuple[str, ...] = ()
+    elif role == "sidecar":
+        path.write_text(text)
+        params = {"backend": "cudla", "loadable_path": str(files["loadable"]), "artifact_path": str(path)}
+        extra = ()
+    else:
+        path.write_text(text)
+        params, extra = {}, ("--ros-args", "--params-file", str(path))
+    rc, out = _run(capfd, params, extra)
+    _assert_one_line(rc, out, str(path))
+    assert ("nested too deeply" if text is DEEP_YAML else "expands to more than") in out
+
+
+def _yolov8_raw_meta(files: dict[str, Path], num_classes: int, reg_max: int) -> Path:
+    """The oracle model's one [1, 7, 2, 2] output read as a yolov8_raw head (4*reg_max box + nc classes)."""
+    doc = yaml.safe_load(files["meta"].read_text())
+    doc["decoder"] = {"kind": "yolov8_raw", "num_classes": num_classes, "strides": [32], "reg_max": reg_max}
+    doc["classes"] = [f"c{i}" for i in range(num_classes)]
+    path = files["dir"] / f"v8raw_{num_classes}_{reg_max}.meta.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.mark.parametrize("num_classes", [2, 4])
+def test_yolov8_raw_class_count_is_checked_against_the_outputs(
+        num_classes: int, files: dict[str, Path], capfd: pytest.CaptureFixture[str]) -> None:
+    # 7 channels = 4 (reg_max 1) + 3 classes: one class too few silently dropped the last class, one too
+    # many failed every frame at decode; both now stop the start
+    meta = _yolov8_raw_meta(files, num_classes, 1)
+    rc, out = _run(capfd, {"model_path": str(files["model"]), "metadata_path": str(meta)})
+    _assert_one_line(rc, out, "'head0'")
+    assert f"num_classes={num_classes}, reg_max=1 needs {4 + num_classes}" in out
+
+
+def test_yolov8_raw_reg_max_16_on_a_head_without_dfl_bins(files: dict[str, Path],
+                                                            capfd: pytest.CaptureFixture[str]) -> None:
+    meta = _yolov8_raw_meta(files, 3, 16)  # 64 + 3 channels expected, the head has 7
+    rc, out = _run(capfd, {"model_path": str(files["model"]), "metadata_path": str(meta)})
+    _assert_one_line(rc, out, "reg_max=16 needs 67")
+
+
+@pytest.mark.parametrize("labels", ["fifo", "binary"])
+def test_a_bad_labels_file_in_the_metadata_is_one_line(labels: str, files: dict[str, Path],
+                                                       capfd: pytest.CaptureFixture[str]) -> None:
+    # a FIFO blocked the start forever; bytes that are not UTF-8 were a UnicodeDecodeError traceback
+    target = files["fifo"] if labels == "fifo" else files["dir"] / "binary_labels.txt"
+    if labels == "binary":
+        target.write_bytes(b"\xff\xfealpha\nbeta\n")
+    doc = yaml.safe_load(files["meta"].read_text())
+    doc.pop("classes")
+    doc["labels"] = str(target)
+    meta = files["dir"] / f"labels_{labels}.meta.yaml"
+    meta.write_text(yaml.safe_dump(doc))
+    rc, out = _run(capfd, {"model_path": str(files["model"]), "metadata_path": str(meta)})
+    _assert_one_line(rc, out, str(target))
+    assert ("not a regular file" if labels == "fifo" else "unreadable") in out

@@ -83,3 +83,47 @@ def test_fuzzed_messages_are_counted_never_crash(tmp_path: Path, compressed: boo
     assert c["frames_processed"] + c["frames_bad_input"] == N_MESSAGES
     assert c["frames_processed"] == len(published) >= N_MESSAGES // 10  # every pristine seed answered
     assert c["frames_bad_input"] > N_MESSAGES // 4  # the mutations do reach the error paths
+
+
+def test_fuzzed_non_finite_dfl_logits_never_take_a_detection_slot() -> None:
+    """yolov8_raw outputs with NaN / +-Inf sprinkled into the box bins and class logits (a broken model or
+    an accelerator fault): the detections equal those of the same outputs with the broken cells removed
+    beforehand, every box is finite, and numpy prints no warning."""
+    import warnings
+
+    from dla_infer_node.core.decode import make_decoder
+    from dla_infer_node.core.model_meta import parse_metadata
+
+    nc, reg_max, strides, size = 3, 16, (8, 16), 64
+    outputs = []
+    for s in strides:
+        outputs += [{"name": f"box{s}", "shape": [1, 4 * reg_max, size // s, size // s]},
+                    {"name": f"cls{s}", "shape": [1, nc, size // s, size // s]}]
+    meta = parse_metadata({"input": {"name": "images", "width": size, "height": size},
+                           "decoder": {"kind": "yolov8_raw", "num_classes": nc, "strides": list(strides)},
+                           "outputs": outputs, "classes": ["a", "b", "c"]}, Path("fuzz_v8.meta.yaml"))
+    decoder, reference = make_decoder(meta), make_decoder(meta)
+    rng = np.random.default_rng(42)
+    for _ in range(300):
+        tensors = [rng.normal(0, 3, o["shape"]).astype(np.float32) for o in outputs]
+        clean = [t.copy() for t in tensors]
+        for i in range(0, len(tensors), 2):
+            box, cls_clean = tensors[i], clean[i + 1]
+            for _ in range(int(rng.integers(0, 6))):
+                c, y, x = (int(rng.integers(0, n)) for n in box.shape[1:])
+                box[0, c, y, x] = rng.choice([np.nan, np.inf, -np.inf])
+            # a cell with a NaN/+Inf bin decodes to a non-finite box; -Inf bins alone are probability 0
+            broken = np.isnan(box[0]).any(axis=0) | np.isposinf(box[0]).any(axis=0)
+            cls_clean[0][:, broken] = -np.inf  # the same cells, never candidates
+            clean[i] = box.copy()
+        max_det = int(rng.integers(1, 40))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = decoder(tensors, 0.2, 0.5, max_det)
+        want = reference(clean, 0.2, 0.5, max_det)
+        assert np.isfinite(got.boxes).all()
+        # (the softmax's overflow guard is decided per gathered batch: a NaN in it moves other cells ~1e-6)
+        np.testing.assert_allclose(got.boxes, want.boxes, rtol=1e-5, atol=1e-4)
+        np.testing.assert_array_equal(got.scores, want.scores)
+        np.testing.assert_array_equal(got.class_ids, want.class_ids)
+    assert decoder.nonfinite_dropped > 0 and reference.nonfinite_dropped == 0

@@ -101,6 +101,32 @@ def test_both_counts_of_the_same_gaps_are_not_added() -> None:
     assert monitor.status(1)[2]["frames_lost"] == 3
 
 
+def test_one_loss_reported_by_both_counts_in_different_windows_counts_once() -> None:
+    # the rmw notices the 30 missing samples first; the numbers see the same gap only when frame 32 comes
+    monitor, clock = make()
+    feed(monitor, clock, [1])
+    assert monitor.status(1)[2]["frames_lost"] == 0
+    monitor.on_rmw_lost(30)
+    level, _, values = monitor.status(1)
+    assert values["frames_lost"] == 30 and level == "warn"
+    feed(monitor, clock, [32])
+    level, message, values = monitor.status(1)
+    assert values["frames_lost"] == 30, values  # not 60: frames 2..31 are the ones the rmw already counted
+    assert values["frames_lost_seq"] == 30 and values["frames_lost_rmw"] == 30
+    assert (level, message, values["loss_ratio"]) == ("ok", "ok", 0.0)
+
+
+def test_the_numbers_catching_up_on_the_rmw_add_only_what_is_new() -> None:
+    monitor, clock = make()
+    feed(monitor, clock, [1, 2])
+    monitor.on_rmw_lost(5)  # 3..7 missed
+    assert monitor.status(1)[2]["frames_lost"] == 5
+    feed(monitor, clock, [8, 12])  # the numbers: 3..7 (5, already counted) and 9..11 (3 new)
+    monitor.on_rmw_lost(3)
+    _, message, values = monitor.status(1)
+    assert values["frames_lost"] == 8 and "3 of 5 frames" in message
+
+
 def test_nothing_arrives_from_a_matched_publisher() -> None:
     monitor, clock = make(stall=5.0)
     monitor.on_rmw_lost(0)
@@ -128,13 +154,50 @@ def test_a_publisher_that_stops_is_stalled_after_n_of_its_periods() -> None:
     assert monitor.status(1)[0] == "ok"
 
 
-def test_one_of_two_publishers_stops() -> None:
+def test_silence_stays_true_after_many_of_its_periods() -> None:
+    # a 100 Hz publisher stops and stays matched: 4 s are 400 of its periods, far past the point where the
+    # monitor may forget a stream, and the message must still say 4 s, not the time since it matched
+    monitor, clock = make(stall=5.0)
+    monitor.status(1)
+    clock.now += 10.0
+    feed(monitor, clock, list(range(1, 101)), period=0.01)
+    assert monitor.status(1)[0] == "ok"
+    for _ in range(4):  # one status a second, as /diagnostics asks
+        clock.now += 1.0
+        level, message, values = monitor.status(1)
+        assert level == "warn" and values["publishers_delivering"] == 0
+    assert "sent no frame for 4.0 s" in message, message
+    feed(monitor, clock, [101])
+    assert monitor.status(1)[0] == "ok"  # the same stream: no loss, no new baseline needed
+    assert monitor.status(1)[2]["frames_lost"] == 0
+
+
+def two_publishers(period: float) -> tuple[InputMonitor, Clock]:
+    """A and B matched, past the grace period, each having sent frames 1..10 every ``period`` s."""
     monitor, clock = make(stall=5.0)
     monitor.status(2)
     clock.now += 10.0
     for seq in range(1, 11):
-        feed(monitor, clock, [seq], GID_A)
-        feed(monitor, clock, [seq], GID_B)
+        feed(monitor, clock, [seq], GID_A, period=period)
+        feed(monitor, clock, [seq], GID_B, period=period)
+    return monitor, clock
+
+
+def test_a_stream_whose_publisher_left_is_forgotten() -> None:
+    monitor, clock = two_publishers(period=0.01)
+    clock.now += 60.0  # both silent, long past forgetting; B has left, A is still matched
+    feed(monitor, clock, [11], GID_A)
+    clock.now += 60.0
+    level, message, _ = monitor.status(1)
+    assert level == "warn" and "1 of 1 matched publisher(s) sent no frame for 60.0 s" in message, message
+    # B's stream was dropped (A's kept): were B back with the same GID, its numbers would start afresh
+    feed(monitor, clock, [50], GID_B)
+    feed(monitor, clock, [12], GID_A)
+    assert monitor.status(2)[2]["frames_lost"] == 0
+
+
+def test_one_of_two_publishers_stops() -> None:
+    monitor, clock = two_publishers(period=0.1)
     feed(monitor, clock, list(range(11, 26)), GID_A)  # B quiet for 1.5 s, 5 of its periods are 1 s
     level, message, values = monitor.status(2)
     assert level == "warn" and "1 of 2 matched publisher(s)" in message

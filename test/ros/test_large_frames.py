@@ -29,6 +29,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from vision_msgs.msg import Detection2DArray
 
 from dla_infer_node.bench.transport_roles import ShmLedger
+from dla_infer_node.ros.launch_args import profile_env
 
 PROFILE = REPO / "config" / "fastdds_large_images.xml"
 CAMERA_TOPIC = "/bench/image"  # where the benchmark's publisher role sends
@@ -40,7 +41,7 @@ def _env(with_profile: bool) -> dict[str, str]:
            if k not in ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE",
                         "FASTDDS_BUILTIN_TRANSPORTS")}
     if with_profile:  # Fast DDS 3 (Kilted) and Fast DDS 2 (Jazzy) read different names
-        env["FASTDDS_DEFAULT_PROFILES_FILE"] = env["FASTRTPS_DEFAULT_PROFILES_FILE"] = str(PROFILE)
+        env.update(profile_env(str(PROFILE)))
     env["BENCH_RELIABILITY"] = "best_effort"
     return env
 

@@ -42,3 +42,11 @@ def test_bad_image_topic_is_refused_before_the_node_starts() -> None:
     rc, log = launch(f"params_file:={REPO / 'config' / 'cpu_demo.yaml'}", "image_topic:=cam era/image")
     assert rc == 1, log
     assert "launch argument image_topic:='cam era/image' is invalid" in log and "process started" not in log
+
+
+def test_a_params_file_that_is_not_there_is_refused_before_the_node_starts() -> None:
+    # launch_ros itself only warns and the node would run on its defaults
+    rc, log = launch("params_file:=/nonexistent.yaml")
+    assert rc == 1, log
+    assert "launch argument params_file:='/nonexistent.yaml' is invalid" in log, log
+    assert "process started" not in log

@@ -34,6 +34,7 @@ import numpy as np
 from launch.actions import IncludeLaunchDescription
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 
+from dla_infer_node.ros import launch_args
 from launch import LaunchDescription
 
 # also when run by `launch_test` (no conftest): DDS on loopback, a domain of our own
@@ -47,8 +48,7 @@ IMAGE_TOPIC = f"/{NAMESPACE}/camera/image"
 DDS_PROFILE = REPO / "config" / "fastdds_large_images.xml"
 RELIABLE = not DDS_PROFILE.is_file()
 if not RELIABLE:  # set before this process or the node creates a DDS participant
-    for name in ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE"):  # Fast DDS 3 and 2
-        os.environ[name] = str(DDS_PROFILE)
+    os.environ.update(launch_args.profile_env(str(DDS_PROFILE)))  # the name this ROS 2's Fast DDS reads
 
 
 def _params_file() -> str:

@@ -10,6 +10,7 @@ set right and configure retried; any other configure failure is one log line too
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -176,18 +177,27 @@ def test_a_bad_parameter_is_set_right_and_configure_retried(tmp_path: Path, ros_
         runner.cleanup()
 
 
+@pytest.mark.parametrize("failure", ["labels_not_a_list", "foreign_exception"])
 def test_any_configure_failure_is_one_line_and_the_node_stays_unconfigured(
-        tmp_path: Path, ros_env: dict[str, str]) -> None:
-    """Metadata whose ``labels`` is a number (not a list, not a file name) fails configure with one log
-    line, whatever the error's type, and the node stays up, unconfigured."""
-    shipped = REPO / "models" / "shapes_yolo.meta.yaml"
-    meta = tmp_path / "bad_labels.meta.yaml"
-    text = shipped.read_text(encoding="utf-8")
-    assert "\nlabels: shapes_yolo.labels.txt\n" in text and "\nclasses:\n" in text
-    meta.write_text(text.replace("\nlabels: shapes_yolo.labels.txt\n", "\nlabels: 5\n"), encoding="utf-8")
-    runner = NodeRunner(tmp_path, ros_env)
-    node = runner.start({"model_path": str(REPO / "models" / "shapes_yolo.onnx"), "metadata_path": str(meta)},
-                        module=MODULE)
+        failure: str, tmp_path: Path, ros_env: dict[str, str]) -> None:
+    """A configure that fails, whatever the error's type, is one log line, and the node stays up,
+    unconfigured: metadata whose ``labels`` is a number (the project's own metadata error, naming the key),
+    and a backend library raising a plain ``RuntimeError`` (``_crash_lifecycle_node``)."""
+    env = dict(ros_env)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "test"), env.get("PYTHONPATH", "")])
+    runner = NodeRunner(tmp_path, env)
+    if failure == "labels_not_a_list":
+        shipped = REPO / "models" / "shapes_yolo.meta.yaml"
+        meta = tmp_path / "bad_labels.meta.yaml"
+        text = shipped.read_text(encoding="utf-8")
+        assert "\nlabels: shapes_yolo.labels.txt\n" in text and "\nclasses:\n" in text
+        meta.write_text(text.replace("\nlabels: shapes_yolo.labels.txt\n", "\nlabels: 5\n"), encoding="utf-8")
+        node = runner.start({"model_path": str(REPO / "models" / "shapes_yolo.onnx"),
+                             "metadata_path": str(meta)}, module=MODULE)
+        expected = ("labels",)
+    else:
+        node = runner.start({}, module="_crash_lifecycle_node")
+        expected = ("RuntimeError", "injected by the test")
     probe = RosProbe("lifecycle_fail_probe")
     try:
         d = Driver(node, probe)
@@ -195,7 +205,7 @@ def test_any_configure_failure_is_one_line_and_the_node_stays_unconfigured(
         assert d.state() == State.PRIMARY_STATE_UNCONFIGURED
         lines = [line for line in node.output().splitlines() if line.strip()]
         failed = [line for line in lines if "configure failed" in line]
-        assert len(failed) == 1 and "TypeError" in failed[0] and "model_meta.py" in failed[0], node.output()
+        assert len(failed) == 1 and all(word in failed[0] for word in expected), node.output()
         assert not any("Traceback" in line for line in lines), node.output()
         assert node.stop() == 0, node.output()
     finally:

@@ -132,7 +132,10 @@ def test_detections_carry_input_header_and_source_pixel_boxes(rig: Rig, encoding
 
 
 BAD_INPUTS = {
-    "unknown encoding": lambda sec: _with(image_msg(scene(), "rgb8", sec), encoding="yuv422"),
+    "unknown encoding": lambda sec: _with(image_msg(scene(), "rgb8", sec), encoding="yuv420"),
+    "an encoding the node refuses": lambda sec: _with(image_msg(scene(), "rgb8", sec), encoding="nv24"),
+    "YUV 4:2:2 of odd width": lambda sec: _with(image_msg(scene(), "rgb8", sec), encoding="uyvy",
+                                                width=ORACLE_SOURCE - 1),
     "16-bit encoding": lambda sec: _with(image_msg(scene(), "rgb8", sec), encoding="16UC1"),
     "data shorter than step*height": lambda sec: _with(image_msg(scene(), "rgb8", sec),
                                                        height=ORACLE_SOURCE + 5),

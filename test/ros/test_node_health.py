@@ -79,7 +79,7 @@ def test_best_effort_publisher_to_reliable_node_is_logged_once_and_warns(rig: Ri
 def test_every_frame_failing_is_error_then_ok(rig: Rig) -> None:
     pub = rig.probe.node.create_publisher(Image, rig.topic, rig.probe.qos(depth=10))
     bad = image_msg(np.zeros((8, 8, 3), np.uint8), "rgb8", 1)
-    bad.encoding = "yuv422"  # unusable: counted as bad input
+    bad.encoding = "yuv420"  # no such ROS encoding: counted as bad input
     good = image_msg(np.zeros((32, 32, 3), np.uint8), "rgb8", 2)
     try:
         st = rig.wait_level(DiagnosticStatus.ERROR, every=lambda: pub.publish(bad))
@@ -116,3 +116,30 @@ def test_zero_length_sample_on_reliable_stream_shows_in_diagnostics(rig: Rig) ->
         rig.wait_level(DiagnosticStatus.WARN, timeout=15.0, every=lambda: pub.publish(good))
     finally:
         rig.probe.node.destroy_publisher(pub)
+
+
+def test_a_best_effort_node_keeps_receiving_after_an_empty_sample(node_runner: NodeRunner,
+                                                                   module_tmp: Path) -> None:
+    # the README's workaround for the stall above: the default best-effort input loses the empty sample
+    # only, while a RELIABLE publisher with a deep history keeps sending
+    model, meta = write_oracle_model(module_tmp / "oracle_best_effort")
+    node = node_runner.start({"model_path": str(model), "metadata_path": str(meta), "debug_image": False,
+                              "diagnostics_period": 0.2})
+    probe = RosProbe("empty_sample_probe")
+    try:
+        rig = Rig(node, probe)
+        pub = probe.node.create_publisher(Image, rig.topic, probe.qos(reliable=True, depth=100))
+        good = image_msg(np.zeros((32, 32, 3), np.uint8), "rgb8", 4)
+        rig.wait_level(DiagnosticStatus.OK, every=lambda: pub.publish(good))
+        pub.publish(b"")
+
+        def frames_in() -> int:
+            st = rig.status()
+            return int({kv.key: kv.value for kv in st.values}.get("frames_in", 0)) if st else 0
+
+        before = frames_in()
+        assert probe.spin_until(lambda: frames_in() >= before + 20, 20.0, every=lambda: pub.publish(good),
+                                period=0.05), (before, frames_in(), node.output())
+    finally:
+        probe.close()
+    assert node.stop() == 0, node.output()

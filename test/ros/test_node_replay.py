@@ -8,15 +8,13 @@ also checked against the bag's ground truth.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from _node_helpers import REPO, NodeRunner, iou, write_oracle_model
+from _node_helpers import REPO, NodeRunner, iou, replay_until_settled, write_oracle_model
 
 pytest.importorskip("rclpy", reason="rclpy not importable: run the node tests in the project .venv")
 pytest.importorskip("vision_msgs.msg", reason="vision_msgs not importable: run `make venv`")
@@ -72,19 +70,9 @@ def replayed(module_tmp: Path, ros_env: dict[str, str]) -> tuple[Path, list[Any]
         while rec.publisher_count() < 1 and time.monotonic() < deadline and node.proc.poll() is None:
             time.sleep(0.1)
         assert rec.publisher_count() >= 1, node.output()
-        replay = subprocess.run(
-            [sys.executable, "-m", "dla_infer_node.bags.replay", str(BAG), "--rate", "0.5", "--remap",
-             f"{TOPIC}:={ns}/image/compressed", "--wait-subscribers", "1", "--wait-timeout", "90",
-             "--no-progress"],
-            env=ros_env, capture_output=True, text=True, timeout=300)
+        replay = replay_until_settled(BAG, f"{TOPIC}:={ns}/image/compressed", rec, ros_env)
         assert replay.returncode == 0, replay.stderr
         assert "published 60 messages" in replay.stderr, replay.stderr
-        last, stable_since = -1, time.monotonic()
-        while time.monotonic() - stable_since < 3.0:  # until no more detections arrive
-            n = len(rec.snapshot())
-            if n != last:
-                last, stable_since = n, time.monotonic()
-            time.sleep(0.2)
         records = rec.snapshot()
     finally:
         rec.close()

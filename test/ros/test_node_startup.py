@@ -1,14 +1,27 @@
-"""Startup and shutdown of the node process: invalid parameters, backend failures, signals."""
+"""Startup and shutdown of the node process: invalid parameters, backend failures, signals, and the
+shared-memory segments a node killed hard leaves (removed by the next node)."""
 
 from __future__ import annotations
 
 import re
 import signal
+import time
 from pathlib import Path
 
 import pytest
 import yaml
-from _node_helpers import ORACLE_SOURCE, NodeRunner, RosProbe, image_msg, oracle_expected, write_oracle_model
+from _node_helpers import (
+    ORACLE_SOURCE,
+    REPO,
+    NodeRunner,
+    RosProbe,
+    image_msg,
+    oracle_expected,
+    write_oracle_model,
+)
+
+from dla_infer_node.ros.dds_shm import SHM_DIR, lock_owners, segment_names
+from dla_infer_node.ros.launch_args import profile_env
 
 pytest.importorskip("rclpy", reason="rclpy not importable: run the node tests in the project .venv")
 pytest.importorskip("vision_msgs.msg", reason="vision_msgs not importable: run `make venv`")
@@ -146,3 +159,35 @@ def test_events_executor_refused_where_rclpy_lacks_it(monkeypatch: pytest.Monkey
     with pytest.raises(ParameterError, match=r"executor.*'events'.*Kilted"):
         executor_factory("events")
     assert executor_factory("single").__name__ == "SingleThreadedExecutor"
+
+
+def test_the_node_removes_what_a_killed_node_left(tmp_path: Path, ros_env: dict[str, str]) -> None:
+    # Fast DDS shared-memory segments of a node killed hard (ros/dds_shm.py): the next node removes them
+    model, meta = write_oracle_model(tmp_path / "oracle")
+    profile = str(REPO / "config" / "fastdds_large_images.xml")
+    env = {**ros_env, **profile_env(profile)}
+    runner = NodeRunner(tmp_path, env)
+    params = {"model_path": str(model), "metadata_path": str(meta), "debug_image": False}
+    try:
+        first = runner.start(params)
+        deadline = time.monotonic() + 90
+        while "ready:" not in first.output() and time.monotonic() < deadline and first.proc.poll() is None:
+            time.sleep(0.2)
+        assert "ready:" in first.output(), first.output()
+        owned = {name for name, pid in lock_owners().items() if pid == first.proc.pid}
+        large = {name for name in owned if (SHM_DIR / name).stat().st_size >= 64 << 20}
+        assert large, (owned, "the profile's 64 MiB segment")
+        first.proc.send_signal(signal.SIGKILL)  # as the OOM killer or a crash in a native library would
+        first.proc.wait(10)
+        assert set(segment_names()) >= owned  # Fast DDS left them: nothing else will reclaim that RAM
+        time.sleep(2.5)  # older than the age under which a lock file may be one being created
+
+        second = runner.start(params)
+        deadline = time.monotonic() + 90
+        while "removed" not in second.output() and time.monotonic() < deadline and second.proc.poll() is None:
+            time.sleep(0.2)
+        assert "Fast DDS shared-memory segment(s) of processes that died" in second.output(), second.output()
+        assert not owned & set(segment_names()), "the second node did not remove the first one's segments"
+        assert second.stop() == 0, second.output()
+    finally:
+        runner.cleanup()

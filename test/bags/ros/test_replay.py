@@ -91,6 +91,20 @@ def test_sample_bag_replays_byte_identical() -> None:
     assert "published 60 messages" in err
 
 
+def test_wait_for_holds_the_replay_until_another_topic_has_its_readers(tmp_path: Path) -> None:
+    bag = tmp_path / "b"
+    _image_bag(bag, n=2)
+    # nobody reads /wait_topic: the replay gives up after --wait-timeout and says what it waited for
+    rc, err = _finish(_replay(str(bag), "--no-progress", "--wait-for", "/wait_topic=1",
+                              "--wait-timeout", "1"))
+    assert rc == 0 and "fewer subscribers than asked (1 on /wait_topic)" in err, err
+    with Recorder("/wait_topic", "std_msgs/msg/String") as reader:
+        assert reader.node.count_subscribers("/wait_topic") == 1
+        rc, err = _finish(_replay(str(bag), "--no-progress", "--wait-for", "/wait_topic=1",
+                                  "--wait-timeout", "60"))
+    assert rc == 0 and "fewer subscribers" not in err and "published 2 messages" in err, err
+
+
 def test_remap_and_raw_image_type(tmp_path: Path) -> None:
     bag = tmp_path / "img_bag"
     payloads = _image_bag(bag)
@@ -185,6 +199,8 @@ def test_rate_zero_is_unthrottled_and_loop_stops_on_event(tmp_path: Path) -> Non
         ("images", ["--remap", "nonsense"], "FROM:=TO"),
         ("images", ["--topics", "/not_there"], "topic is not in the bag"),
         ("images", ["--rate", "-1"], "--rate"),
+        ("images", ["--wait-for", "/detections"], "TOPIC=N"),
+        ("images", ["--wait-for", "/detections=0"], "TOPIC=N"),
     ],
 )
 def test_bad_invocations_exit_2_with_reason(

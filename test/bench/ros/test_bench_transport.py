@@ -2,7 +2,7 @@
 
 The small run (VGA, bare subscriber, best effort, 10 frames, default and profile; the stock cells too where
 `ip netns` works) checks what the benchmark is for, not its timing: with the profile every frame crosses,
-every cell ran in its own domain, and the network namespace held only loopback.
+every cell stayed in the DDS domain this test's runner gave it, and the network namespace held only loopback.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ def test_small_run_profile_delivers_every_frame(tmp_path: Path, ros_env: dict[st
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(out.read_text())
     cells = {(c["setup"], c["profile"]): c for c in doc["cells"]}
+    assert {c.get("domain") for c in doc["cells"]} == {int(env["ROS_DOMAIN_ID"])}, doc["cells"]
     profiled = cells[("localhost", "profile")]
     assert profiled["published"] == 10 and profiled["received"] == 10, profiled
     assert cells[("localhost", "default")]["published"] == 10

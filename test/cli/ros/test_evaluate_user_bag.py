@@ -60,3 +60,18 @@ def test_bag_topic_with_stamp_keyed_labels(recording: Path, topic: str,
     assert doc["frames"] == 3 and doc["mAP50"] == pytest.approx(ref.map50, abs=6e-5)
     assert doc["mAP50_95"] == pytest.approx(ref.map50_95, abs=6e-5)
     assert "1 frames of the topic have no labels entry: not scored" in out
+
+
+def test_labels_whose_stamp_matches_no_frame_are_reported(recording: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # a labelled stamp one nanosecond off every frame: before, its objects were dropped without a word
+    coco = json.loads((recording / "labels.json").read_text())
+    coco["images"].append({"id": 50, "file_name": "1700000000.000000001"})
+    coco["annotations"] += [{"id": 500 + k, "image_id": 50, "category_id": 0, "bbox": [10, 10, 20, 20]}
+                            for k in range(2)]
+    (tmp_path / "labels.json").write_text(json.dumps(coco))
+    assert main(["--bag", str(recording / "cam.mcap"), "--topic", "/cam/image_raw", "--labels",
+                 str(tmp_path / "labels.json"), "--json", "-"]) == 0
+    out = capsys.readouterr().out
+    note = "1 labelled stamps match no frame of the topic: their 2 objects not scored"
+    assert f"note: {note}" in out and note in json.loads(out.splitlines()[-2])["left_out"]

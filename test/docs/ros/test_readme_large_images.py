@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from _node_helpers import REPO
 
+from dla_infer_node.ros import launch_args
+
 README = (REPO / "README.md").read_text(encoding="utf-8")
 NODE_CMD = "ros2 run dla_infer_node dla_infer_node"
 SEGMENT_BYTES = 67108864  # the profile's SHM segment_size
@@ -40,9 +42,45 @@ def _bash_lines() -> list[str]:
 def test_the_section_has_only_commands_this_module_runs() -> None:
     # a command added to the section without a test here fails this test
     for line in _bash_lines():
-        assert line.startswith(("export FASTDDS_DEFAULT_PROFILES_FILE=",
-                                "export FASTRTPS_DEFAULT_PROFILES_FILE=", NODE_CMD, "sudo sysctl -w ")), line
+        assert line.startswith(("case ", "export ", NODE_CMD, "sudo sysctl -w ")), line
     assert len(_blocks("python")) == 1
+
+
+def _profile_vars(env: dict[str, str]) -> dict[str, str]:
+    """The profile variables the section's shell lines (before the node's) export, run by bash as written."""
+    lines = _bash_lines()
+    before = lines[:lines.index(next(ln for ln in lines if ln.startswith(NODE_CMD)))]
+    script = "\n".join([*before, "env -0"])
+    out = subprocess.run(["bash", "-c", script], env=env, cwd=REPO, capture_output=True, check=True).stdout
+    return {k: v for k, _, v in (item.decode().partition("=") for item in out.split(b"\0") if item)
+            if k.endswith("_DEFAULT_PROFILES_FILE")}
+
+
+def test_the_export_sets_only_the_name_the_distro_reads() -> None:
+    path = str(REPO / "config" / "fastdds_large_images.xml")
+    base = {k: v for k, v in os.environ.items() if not k.endswith("_DEFAULT_PROFILES_FILE")}
+    for distro, name in [("humble", "FASTRTPS"), ("jazzy", "FASTRTPS"), ("kilted", "FASTDDS"),
+                         ("rolling", "FASTDDS"), ("", "FASTDDS")]:
+        expected = {f"{name}_DEFAULT_PROFILES_FILE": path}
+        assert _profile_vars({**base, "ROS_DISTRO": distro}) == expected, distro
+        if distro:
+            assert launch_args.profile_env(path, {"ROS_DISTRO": distro}) == expected, distro
+
+
+def test_the_warning_quoted_is_the_one_fast_dds_3_logs_for_the_old_name(ros_env: dict[str, str]) -> None:
+    pytest.importorskip("rclpy", reason="rclpy not importable: run in the project .venv")
+    if launch_args.profile_env_names() != (launch_args.DDS_PROFILE_ENV,):
+        pytest.skip("this ROS 2 has Fast DDS 2, which reads only the old name and does not warn")
+    quoted = " ".join(_section().split("every process logs\n`", 1)[1].split("`", 1)[0].split())
+    profile = str(REPO / "config" / "fastdds_large_images.xml")
+    code = "import rclpy; rclpy.init(); rclpy.create_node('old_name_probe').destroy_node(); rclpy.shutdown()"
+    old, new = launch_args.DDS_PROFILE_ENV_FASTDDS2, launch_args.DDS_PROFILE_ENV
+    for names, warned in [((old,), True), ((new, old), True), ((new,), False)]:
+        env = {**ros_env, **dict.fromkeys(names, profile)}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert (quoted in " ".join(out.stderr.split())) == warned, (names, out.stderr)
 
 
 def _node_argv(line: str) -> list[str]:
@@ -83,20 +121,20 @@ def test_profile_export_and_run_start_the_node_with_the_large_segment(tmp_path: 
                                                                       ros_env: dict[str, str]) -> None:
     pytest.importorskip("rclpy", reason="rclpy not importable: run in the project .venv")
     lines = _bash_lines()
-    exports = [ln for ln in lines if ln.startswith("export ")]
     run = next(ln for ln in lines if ln.startswith(NODE_CMD))
     env = {k: v for k, v in ros_env.items() if not k.endswith("_DEFAULT_PROFILES_FILE")}
-    for export in exports:  # both names: the Fast DDS of Kilted reads one, the one of Jazzy the other
-        name, value = export.removeprefix("export ").split("#")[0].strip().split("=", 1)
-        env[name] = value.replace("$PWD", str(REPO))
-        assert Path(env[name]).is_file(), env[name]
-    assert {"FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE"} <= set(env)
+    env.pop("ROS_DISTRO", None)  # the venv's Kilted, as the text says
+    profile_vars = _profile_vars(env)
+    assert list(profile_vars) == list(launch_args.profile_env_names(env)), profile_vars  # only that name
+    assert Path(next(iter(profile_vars.values()))).is_file(), profile_vars
+    env.update(profile_vars)
     seen, segments = _run_node(run, env, tmp_path,
                                lambda probe: probe.node.count_subscribers("/camera/image_raw") > 0)
     assert seen, "the node did not subscribe the remapped topic /camera/image_raw"
     # the profile is in effect: the process maps a shared-memory segment of the profile's size (the file
     # is a little larger: Fast DDS adds its bookkeeping to segment_size)
     assert any(size >= SEGMENT_BYTES for size in segments.values()), segments
+    assert "deprecated" not in (tmp_path / "node.log").read_text(), "the profile variable warned"
     # and without the variable it does not (the check above can fail)
     _, plain = _run_node(run, ros_env, tmp_path,
                          lambda probe: probe.node.count_subscribers("/camera/image_raw") > 0)
@@ -156,18 +194,17 @@ def test_launch_snippet_gives_later_processes_the_profile(tmp_path: Path, ros_en
     service = LaunchService(argv=[])
     service.include_launch_description(description)
     assert service.run() == 0
-    assert seen.read_text() == f"{profile}|{profile}"
+    names = launch_args.profile_env_names()
+    assert seen.read_text() == "|".join(profile if name in names else ""
+                                        for name in launch_args.DDS_PROFILE_ENVS)
 
 
 def test_launch_file_takes_dds_profile(tmp_path: Path) -> None:
     # the launch file declares the argument and hands it to launch_args.dds_profile, which resolves it to
     # the file whose path goes into the node's FASTDDS_DEFAULT_PROFILES_FILE
-    from dla_infer_node.ros import launch_args
-
     text = (REPO / "launch" / "dla_infer.launch.py").read_text()
     assert 'DeclareLaunchArgument("dds_profile"' in text and "launch_args.dds_profile(" in text
-    assert launch_args.profile_env("p") == {"FASTDDS_DEFAULT_PROFILES_FILE": "p",
-                                            "FASTRTPS_DEFAULT_PROFILES_FILE": "p"}
+    assert launch_args.profile_env("p") == dict.fromkeys(launch_args.profile_env_names(), "p")
     assert "launch_args.profile_env(profile)" in text
     shipped = launch_args.dds_profile("large_images", str(REPO / "config"))
     assert shipped == str((REPO / "config" / "fastdds_large_images.xml").resolve())

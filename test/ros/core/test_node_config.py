@@ -3,6 +3,7 @@ table itself and the shipped config files that mirror it (no ROS needed)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +198,28 @@ def test_camera_parameters_round_robin_defaults_and_errors() -> None:
         with pytest.raises(ParameterError) as err:
             node_config.validate_config(bad, check_files=False)
         assert err.value.name == name and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["cpu_demo.yaml", "orin_dla.yaml"])
+def test_config_comments_name_the_values_below_them(name: str) -> None:
+    # a comment that gives a parameter a number ("depth 1 keeps latency lowest") must give the file's value;
+    # a comment covers the run of keys below it
+    values = yaml.safe_load((REPO / "config" / name).read_text())["/**"]["ros__parameters"]
+    comment: list[str] = []
+    keys_since = False
+    for line in (REPO / "config" / name).read_text().splitlines():
+        text = line.strip()
+        if text.startswith("#"):
+            comment = [text] if keys_since else [*comment, text]
+            keys_since = False
+            continue
+        keys_since = True
+        key = text.split(":", 1)[0]
+        if key in values and comment and isinstance(values[key], (int, float)):
+            word = key.split("_")[-1]  # qos_depth -> "depth"
+            for number in re.findall(rf"\b{word}\s+(-?\d+(?:\.\d+)?)(?!\d|\s*\.\.)", " ".join(comment)):
+                assert float(number) == values[key], \
+                    f"{name}: the comment above {key} says {word} {number}, the value is {values[key]}"
 
 
 def test_orin_config_is_hybrid_cudla() -> None:
