@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -81,6 +82,8 @@ def _pct(values: list[float], q: float) -> float | None:
 
 
 def _node_cmd(args: argparse.Namespace) -> list[str]:
+    if args.node_cmd:
+        return shlex.split(args.node_cmd)
     if args.node_wrapper:
         return [sys.executable, "-m", args.node_wrapper, "dla_infer_node.ros.node"]
     return [sys.executable, "-m", "dla_infer_node.ros.node"]
@@ -230,7 +233,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--startup", type=float, default=180.0, help="longest wait for the nodes' outputs")
     ap.add_argument("--profile", choices=("default", "shipped"), default="shipped")
     ap.add_argument("--node-param", action="append", default=[], metavar="NAME:=VALUE")
-    ap.add_argument("--node-wrapper", default="", metavar="MODULE")
+    ap.add_argument("--node-wrapper", default="", metavar="MODULE",
+                    help="run each node as `python -m MODULE dla_infer_node.ros.node` "
+                         "(emulator.network_host)")
+    ap.add_argument("--node-cmd", default="", metavar="COMMAND",
+                    help="the node's command line before --ros-args, instead of `python -m "
+                         "dla_infer_node.ros.node` (test/_fake_cudla_env.py's: the DLA emulator, no GPU)")
     ap.add_argument("--out", type=Path, default=Path("bench/results/cameras.json"))
     args = ap.parse_args(argv)
     env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", ROS_LOCALHOST_ONLY="1")
@@ -245,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
                       "seconds": args.duration, "qos": f"best_effort, node depth {args.qos_depth}",
                       "dds_profile": str(PROFILE.name) if args.profile == "shipped" else "default"},
            "node_parameters": args.node_param, "node_wrapper": args.node_wrapper,
+           "node_cmd": args.node_cmd,
            "emulator": {k: os.environ[k] for k in ("DLA_EMU_TASK_MS", "DLA_EMU_REUSE_OUTPUTS")
                         if k in os.environ},
            "runs": runs,

@@ -1,17 +1,21 @@
-"""README's several-cameras table is the one bench/results/cameras_cpu.json makes (bench.cameras)."""
+"""README's several-cameras tables are the ones bench/results/cameras_cpu.json and
+cameras_emulated_cpu.json make (bench.cameras)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
+
 from dla_infer_node.bench.cameras import markdown_table
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_readme_table_is_the_results_file() -> None:
-    doc = json.loads((REPO / "bench" / "results" / "cameras_cpu.json").read_text())
+@pytest.mark.parametrize("name", ["cameras_cpu.json", "cameras_emulated_cpu.json"])
+def test_readme_table_is_the_results_file(name: str) -> None:
+    doc = json.loads((REPO / "bench" / "results" / name).read_text())
     assert markdown_table(doc) in (REPO / "README.md").read_text(), "README.md's cameras table is out of date"
     one = next(r for r in doc["runs"] if (r["cameras"], r["cores"], r["mode"]) == (4, 2, "one"))
     per = next(r for r in doc["runs"] if (r["cameras"], r["cores"], r["mode"]) == (4, 2, "per_camera"))
