@@ -259,10 +259,11 @@ def role_node(args: argparse.Namespace) -> int:
     _time_stages(clock)
     DetectorParts._on_image = clock.wrap("callback", on_image_noting_arrival)  # type: ignore[method-assign]
     reliability = os.environ.get("BENCH_RELIABILITY", "best_effort")
+    node_params = getattr(args, "node_param", [])  # bench.transport's receiver role passes none
     rc = node_module.main(["bench_node", "--ros-args", "-r", f"__ns:={NS}", "-p", "diagnostics_period:=1.0",
                            "-p", f"qos_reliability:={reliability}", "-p", f"executor:={args.executor}",
-                           *(x for p in args.node_param for x in ("-p", p))],
-                          injected=zero_cost_backend() if not args.node_param else None)
+                           *(x for p in node_params for x in ("-p", p))],
+                          injected=zero_cost_backend() if not node_params else None)
     samples = sampler.stop() if instance else []
     # counters after the node stopped (worker joined): final, unlike the last /diagnostics the listener saw
     final = {k: v for k, v in instance[0].counters().items() if k in FRAME_COUNTERS} if instance else {}
