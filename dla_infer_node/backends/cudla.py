@@ -45,7 +45,8 @@ from dla_infer_node.backends.cudla_errors import (
     status_name,
 )
 from dla_infer_node.backends.cudla_tensors import BoundTensor, bind_tensors, descriptor_dict
-from dla_infer_node.backends.input_path import InputPath, make_input_path
+from dla_infer_node.backends.gpu_preprocess import GpuInputPath
+from dla_infer_node.backends.input_path import INPUT_PATH_KINDS, CpuInputPath, InputPath
 from dla_infer_node.core.backend import RawOutputs
 from dla_infer_node.core.errors import BackendError, ModelError, ParameterError
 from dla_infer_node.core.model_meta import ModelMetadata, load_metadata
@@ -55,6 +56,20 @@ from dla_infer_node.core.tensor_format import unpack
 LOG = logging.getLogger("dla_infer_node.cudla")
 MAX_FRAME = (3840, 2160)  # largest frame the input path accepts (sizes the GPU path's staging buffer)
 
+
+def make_input_path(kind: str, *construction: Any, cuda: Any = None) -> InputPath:
+    """Build the input path named by ``preprocess_device`` ("cpu" or "gpu") from the construction
+    arguments every path takes (``input_path``'s module docstring: input spec, layout, int8 scale, largest
+    frame width and height).
+
+    ``cuda`` (CPU path only) replaces :mod:`dla_infer_node.backends.cuda_runtime` in tests.
+    """
+    if kind == "cpu":
+        return CpuInputPath(*construction, cuda=cuda)
+    if kind == "gpu":
+        path: InputPath = GpuInputPath(*construction)
+        return path
+    raise ParameterError("preprocess_device", kind, "one of " + ", ".join(INPUT_PATH_KINDS))
 
 def import_cudla() -> ModuleType:
     try:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dla_infer_node.backends import cuda_runtime as cr
 from dla_infer_node.backends import preprocess_kernel as pk
 from dla_infer_node.backends.gpu_preprocess_params import (
     STAGE,
@@ -38,13 +39,12 @@ from dla_infer_node.backends.gpu_preprocess_params import (
     source_tables,
     static_params,
 )
+from dla_infer_node.backends.input_path import SizedInputPath
 from dla_infer_node.core.errors import InputError, ParameterError
+from dla_infer_node.core.preprocess import Letterbox
 
 if TYPE_CHECKING:
     from dla_infer_node.backends.cuda_runtime import PinnedBuffer
-    from dla_infer_node.core.model_meta import InputSpec
-    from dla_infer_node.core.preprocess import Letterbox
-    from dla_infer_node.core.tensor_layout import TensorLayout
 
 TABLE_ALIGN = 256
 _CUBIN_CACHE: dict[tuple[str, str], bytes] = {}
@@ -123,23 +123,17 @@ def _cuda_core_device(device_id: int) -> str:
     return f"sm_{cc[0]}{cc[1]}"
 
 
-class GpuInputPath:
-    """:class:`~dla_infer_node.backends.input_path.InputPath` running the fused preprocessing kernel."""
+class GpuInputPath(SizedInputPath):
+    """:class:`~dla_infer_node.backends.input_path.InputPath` running the fused preprocessing kernel.
 
-    def __init__(
-        self,
-        input_spec: InputSpec,
-        layout: TensorLayout,
-        int8_scale: float | None,
-        max_width: int,
-        max_height: int,
-        *,
-        device_id: int = 0,
-    ) -> None:
+    ``device_id`` (keyword) names the CUDA device whose primary context runs the kernel.
+    """
+
+    def _setup(self, int8_scale: float | None, *, device_id: int = 0) -> None:
+        input_spec, layout, max_width, max_height = self._spec, self._layout, self._max_w, self._max_h
         check_layout(input_spec, layout, int8_scale)
         if int(max_width) < 1 or int(max_height) < 1:
             raise ParameterError("max_width/max_height", (max_width, max_height), "positive integers")
-        self._spec, self._layout = input_spec, layout
         self._max_w, self._max_h = int(max_width), int(max_height)
         self.variant = (layout.elem_size, layout.vector)
         self.grid, self.block = pk.launch_geometry(layout.size, pk.CHUNK_BYTES[self.variant])
@@ -171,8 +165,6 @@ class GpuInputPath:
         except ImportError as exc:
             raise GpuPreprocessError(f"cannot import cuda.bindings: {exc}", call="import cuda.bindings",
                                      hint="pip install 'cuda-bindings>=13.3' cuda-core") from exc
-        from dla_infer_node.backends import cuda_runtime as cr
-
         self._drv, self._rt = driver, runtime
         arch = _cuda_core_device(device_id)
         cubin = compile_kernel(arch, self.variant)
@@ -193,8 +185,6 @@ class GpuInputPath:
     # -- per frame -------------------------------------------------------------------------------------
     def _prepare(self, w: int, h: int, encoding: str, big_endian: bool) -> tuple[Letterbox, bool]:
         """Letterbox and kernel parameters for this geometry; True when the tap tables must be uploaded."""
-        from dla_infer_node.core.preprocess import Letterbox
-
         if self._geometry == (w, h, encoding, big_endian) and self._lb is not None:
             return self._lb, False
         fmt = source_format(encoding)
@@ -283,8 +273,6 @@ class GpuInputPath:
                 step(lambda e=ev: _check(rt.cudaEventDestroy(e), "cudaEventDestroy"))
         if self._dev:
             dev, self._dev = self._dev, 0
-            from dla_infer_node.backends import cuda_runtime as cr
-
             step(cr.free, dev)
         if self._pinned is not None:
             pinned, self._pinned = self._pinned, None

@@ -27,12 +27,14 @@ Contract (read by the GPU-preprocess implementation, ``gpu_preprocess.GpuInputPa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from dla_infer_node.backends import cuda_runtime
 from dla_infer_node.core import encodings
 from dla_infer_node.core.errors import InputError, ParameterError
+from dla_infer_node.core.preprocess import Preprocessor
 
 if TYPE_CHECKING:
     from dla_infer_node.core.model_meta import InputSpec
@@ -53,12 +55,10 @@ class InputPath(Protocol):
         ...
 
 
-class CpuInputPath:
-    """CPU letterbox + pack into a pinned host buffer, then one async H2D copy on the stream.
-
-    The pinned buffer is allocated once; the per-frame sync of the backend guarantees that the
-    previous copy out of it has finished before the next frame overwrites it.
-    """
+class SizedInputPath:
+    """The construction every input path shares (module docstring): the model input, the descriptor's
+    layout and the largest frame are kept here; each path's own setup (checks, buffers, kernels) is its
+    ``_setup``, which gets the int8 scale and the path's own keyword options."""
 
     def __init__(
         self,
@@ -67,22 +67,33 @@ class CpuInputPath:
         int8_scale: float | None,
         max_width: int,
         max_height: int,
-        cuda: Any = None,
+        **options: Any,
     ) -> None:
-        from dla_infer_node.backends import cuda_runtime
-        from dla_infer_node.core.preprocess import Preprocessor
+        self._spec, self._layout = input_spec, layout
+        # kept as given: each path checks its arguments in its own order in _setup
+        self._max_w, self._max_h = max_width, max_height
+        self._setup(int8_scale, **options)
 
-        cr = cuda if cuda is not None else cuda_runtime  # tests substitute a fake runtime
+    def _setup(self, *args: Any, **options: Any) -> None:  # each path takes its own options
+        raise NotImplementedError
 
+
+class CpuInputPath(SizedInputPath):
+    """CPU letterbox + pack into a pinned host buffer, then one async H2D copy on the stream.
+
+    The pinned buffer is allocated once; the per-frame sync of the backend guarantees that the
+    previous copy out of it has finished before the next frame overwrites it. ``cuda`` replaces
+    :mod:`dla_infer_node.backends.cuda_runtime` (tests substitute a fake runtime).
+    """
+
+    def _setup(self, int8_scale: float | None, cuda: Any = None) -> None:
+        layout = self._layout
         if layout.dtype == "int8" and int8_scale is None:
             raise ParameterError("int8_scale", None, "a positive float for an int8 input tensor")
-        self._spec = input_spec
-        self._layout = layout
         self._scale = int8_scale if layout.dtype == "int8" else None
-        self._max_w = int(max_width)
-        self._max_h = int(max_height)
-        self._cr = cr
-        self._pre = Preprocessor(input_spec)
+        self._max_w, self._max_h = int(self._max_w), int(self._max_h)
+        self._cr = cr = cuda if cuda is not None else cuda_runtime
+        self._pre = Preprocessor(self._spec)
         self._pinned: Any = cr.PinnedBuffer(layout.size, what="input staging")
 
     def enqueue(self, image: np.ndarray, encoding: str, dst_ptr: int, stream: int) -> Letterbox:
@@ -102,28 +113,3 @@ class CpuInputPath:
         buf, self._pinned = self._pinned, None
         if buf is not None:
             buf.free()
-
-
-def make_input_path(
-    kind: Literal["cpu", "gpu"] | str,
-    input_spec: InputSpec,
-    layout: TensorLayout,
-    int8_scale: float | None,
-    max_width: int,
-    max_height: int,
-    *,
-    cuda: Any = None,
-) -> InputPath:
-    """Build the input path named by ``preprocess_device`` ("cpu" or "gpu").
-
-    ``cuda`` (CPU path only) replaces :mod:`dla_infer_node.backends.cuda_runtime` in tests.
-    """
-    if kind == "cpu":
-        return CpuInputPath(input_spec, layout, int8_scale, max_width, max_height, cuda=cuda)
-    if kind == "gpu":
-        # lazy: the GPU path compiles a kernel with NVRTC (cuda.core) at construction
-        from dla_infer_node.backends.gpu_preprocess import GpuInputPath
-
-        path: InputPath = GpuInputPath(input_spec, layout, int8_scale, max_width, max_height)
-        return path
-    raise ParameterError("preprocess_device", kind, "one of " + ", ".join(INPUT_PATH_KINDS))

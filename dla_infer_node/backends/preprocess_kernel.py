@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+from typing import Any
 
 import numpy as np
 
@@ -383,45 +384,29 @@ DLA_KERNEL(dla_pack_bayer16, SRC_BAYER16)
 SOURCE_SHA256 = hashlib.sha256(KERNEL_SOURCE.encode()).hexdigest()
 
 
+def _same_type(ctype: Any, *names: str) -> list[tuple[str, Any]]:
+    """Consecutive struct fields of one C type, in the order given."""
+    return [(name, ctype) for name in names]
+
+
+_I32, _U32, _U64 = ctypes.c_int32, ctypes.c_uint32, ctypes.c_uint64
+_I32_CH, _F32_CH = ctypes.c_int32 * MAX_CHANNELS, ctypes.c_float * MAX_CHANNELS
+
+
 class PackParams(ctypes.Structure):
     """Host mirror of the kernel's ``PackParams`` (passed by value; field order and types must match)."""
 
     _fields_ = [
-        ("src", ctypes.c_uint64),
-        ("xtab", ctypes.c_uint64),
-        ("ytab", ctypes.c_uint64),
-        ("dst", ctypes.c_uint64),
-        ("size", ctypes.c_uint32),
-        ("line", ctypes.c_uint32),
-        ("surface", ctypes.c_uint32),
-        ("batch", ctypes.c_uint32),
-        ("line_m", ctypes.c_uint32),
-        ("line_s", ctypes.c_uint32),
-        ("surface_m", ctypes.c_uint32),
-        ("surface_s", ctypes.c_uint32),
-        ("batch_m", ctypes.c_uint32),
-        ("batch_s", ctypes.c_uint32),
-        ("n", ctypes.c_int32),
-        ("groups", ctypes.c_int32),
-        ("h", ctypes.c_int32),
-        ("w", ctypes.c_int32),
-        ("c", ctypes.c_int32),
-        ("pad_x", ctypes.c_int32),
-        ("pad_y", ctypes.c_int32),
-        ("new_w", ctypes.c_int32),
-        ("new_h", ctypes.c_int32),
-        ("fused", ctypes.c_int32),
-        ("src_off", ctypes.c_int32 * MAX_CHANNELS),
-        ("alpha", ctypes.c_float * MAX_CHANNELS),
-        ("gamma", ctypes.c_float * MAX_CHANNELS),
-        ("pad", ctypes.c_float * MAX_CHANNELS),
+        *_same_type(_U64, "src", "xtab", "ytab", "dst"),
+        *_same_type(_U32, "size", "line", "surface", "batch", "line_m", "line_s", "surface_m", "surface_s",
+                    "batch_m", "batch_s"),
+        *_same_type(_I32, "n", "groups", "h", "w", "c", "pad_x", "pad_y", "new_w", "new_h", "fused"),
+        ("src_off", _I32_CH),
+        *_same_type(_F32_CH, "alpha", "gamma", "pad"),
         ("scale", ctypes.c_float),
-        ("src_step", ctypes.c_int32),
-        ("src_w", ctypes.c_int32),
-        ("src_h", ctypes.c_int32),
-        ("swap", ctypes.c_int32),
-        ("yuv_off", ctypes.c_int32 * MAX_CHANNELS),
-        ("bayer", ctypes.c_int32),
+        *_same_type(_I32, "src_step", "src_w", "src_h", "swap"),
+        ("yuv_off", _I32_CH),
+        ("bayer", _I32),
     ]
 
 

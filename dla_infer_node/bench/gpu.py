@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from dla_infer_node.backends import cuda_runtime as cr
+from dla_infer_node.backends.gpu_preprocess import GpuInputPath
 from dla_infer_node.backends.gpu_preprocess_params import frame_shape
 from dla_infer_node.core.model_meta import InputSpec
 from dla_infer_node.core.tensor_layout import TensorLayout
@@ -99,8 +101,6 @@ def _raw_launch(drv: Any, path: Any, dst: int, src: int, stream: int) -> None:
 
 def _bench_layout(rt: Any, drv: Any, cr: Any, s: int, frame: np.ndarray, layout: TensorLayout, l2: int,
                   iters: int, trials: int, encoding: str = "rgb8") -> dict[str, Any]:
-    from dla_infer_node.backends.gpu_preprocess import GpuInputPath
-
     src_bytes = frame.nbytes
     moved = src_bytes + layout.size  # frame read once + every destination byte written
     k = max(2, -(-4 * l2 // moved))  # rotation set of twice the L2, read + write side
@@ -151,8 +151,6 @@ def bench_kernels(iters: int, trials: int, encodings: bool = False) -> dict[str,
     """(a), and (c) under the key ``"encodings"`` when ``encodings`` is set."""
     from cuda.bindings import driver as drv
     from cuda.bindings import runtime as rt
-
-    from dla_infer_node.backends import cuda_runtime as cr
 
     cr.make_context_current(0)
     stream = cr.Stream()

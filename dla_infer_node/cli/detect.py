@@ -19,10 +19,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dla_infer_node.backends.factory import BackendSettings, open_backend
 from dla_infer_node.core import encodings
 from dla_infer_node.core.color_convert import scale_to_8bit
 from dla_infer_node.core.errors import DlaInferError, InputError
-from dla_infer_node.core.image_io import frame_from_fields
+from dla_infer_node.core.image_io import draw_detections, frame_from_fields, quiet_opencv_log
+from dla_infer_node.core.pipeline import Detector
 
 # what "bbox" means, stated in every --json item so a reader of the output alone cannot misread it
 BBOX_FORMAT = "xyxy_source_pixels"
@@ -80,10 +82,6 @@ def _read(cv2: Any, name: str, raw: tuple[str, int, int] | None) -> tuple[Any, s
 
 def run(args: argparse.Namespace) -> int:
     import cv2
-
-    from dla_infer_node.backends.factory import BackendSettings, open_backend
-    from dla_infer_node.core.image_io import draw_detections, quiet_opencv_log
-    from dla_infer_node.core.pipeline import Detector
 
     quiet_opencv_log()
 

@@ -26,11 +26,16 @@ from typing import Any
 
 import numpy as np
 
+from dla_infer_node.artifact.sidecar import load_artifact
+from dla_infer_node.backends.factory import BackendSettings, open_backend
 from dla_infer_node.cli import evaluate_user
+from dla_infer_node.cli.coco_map import class_aps
+from dla_infer_node.cli.coco_map import coco_map as package_map
 from dla_infer_node.cli.eval_pipeline import Found, Truth, detect_all, evaluation_detector
 from dla_infer_node.core.errors import DlaInferError, ModelError, ParameterError
 from dla_infer_node.core.image_io import quiet_opencv_log
 from dla_infer_node.core.settings import BACKENDS
+from dla_infer_node.core.synth import generate_scene
 from dla_infer_node.core.yaml_file import read_yaml
 
 EVAL_FIRST_SEED = 10_000_000
@@ -54,9 +59,6 @@ def coco_map(gts: Sequence[tuple[np.ndarray, np.ndarray]],
     """COCO mAP@0.5 and mAP@0.5:0.95 (``cli.coco_map``: what pycocotools' COCOeval gives, up to 300
     detections per image). ``gts[i]`` = (boxes xyxy, class_ids) of image i; ``dets[i]`` = (boxes xyxy,
     scores, class_ids). Per class: AP50:95, 0.0 for a class without ground truth."""
-    from dla_infer_node.cli.coco_map import class_aps
-    from dla_infer_node.cli.coco_map import coco_map as package_map
-
     m50, m5095, table = package_map(gts, dets, len(classes))
     per_class = {name: ap[1] if ap else 0.0 for name, ap in zip(classes, class_aps(table), strict=True)}
     return m50, m5095, per_class
@@ -66,8 +68,6 @@ def collect(backend: Any, meta: Any, scenes: int, first_seed: int = EVAL_FIRST_S
             height: int = 480, conf_threshold: float = 0.001, iou_threshold: float = 0.6
             ) -> tuple[list[Truth], list[Found]]:
     """Ground truth and detections of an opened backend on ``scenes`` generated scenes."""
-    from dla_infer_node.core.synth import generate_scene
-
     scenes_drawn = (generate_scene(seed, width, height) for seed in range(first_seed, first_seed + scenes))
     scene_frames = ((s.image, "rgb8", s.boxes, s.class_ids) for s in scenes_drawn)
     with evaluation_detector(backend, meta, conf_threshold, iou_threshold) as detector:
@@ -86,15 +86,11 @@ def backend_settings(metadata_path: str = "", onnx_path: str = "", threads: int 
                      backend: str = "onnxruntime", artifact_path: str = "",
                      preprocess_device: str = "cpu") -> Any:
     """BackendSettings for evaluation; a cuDLA artifact sidecar names its loadable."""
-    from dla_infer_node.backends.factory import BackendSettings
-
     loadable = ""
     if backend == "cudla":
         if not artifact_path:
             raise ParameterError("artifact", "",
                                  "a DLA artifact sidecar (<model>.loadable.yaml) with --backend cudla")
-        from dla_infer_node.artifact.sidecar import load_artifact
-
         loadable = str(load_artifact(artifact_path).loadable_path)
     return BackendSettings(backend=backend, model_path=onnx_path, metadata_path=metadata_path,
                            loadable_path=loadable, artifact_path=artifact_path, ort_threads=threads,
@@ -107,8 +103,6 @@ def evaluate(metadata_path: str = "", onnx_path: str = "", scenes: int = 500,
              backend: str = "onnxruntime", artifact_path: str = "",
              preprocess_device: str = "cpu") -> EvalResult:
     """Run the pipeline (the chosen backend, as the node opens it) on ``scenes`` scenes and score it."""
-    from dla_infer_node.backends.factory import open_backend
-
     if scenes < 1:
         raise ParameterError("scenes", scenes, "an integer >= 1")
     if first_seed < TRAIN_SEED_LIMIT:
@@ -175,8 +169,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, ap in r.per_class_ap50_95.items():
         print(f"  AP50_95 {name:<10} {ap:.4f}")
     if args.write_meta:
-        from dla_infer_node.backends.factory import BackendSettings
-
         meta_path = BackendSettings(model_path=args.onnx, metadata_path=args.model).resolved_metadata_path()
         write_accuracy(Path(meta_path), r)
     print(f"mAP50={r.map50:.4f} mAP50_95={r.map50_95:.4f}")

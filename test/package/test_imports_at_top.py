@@ -3,25 +3,13 @@ needs a reason written beside it: a comment on its line, or on the comment lines
 comment may cover a group of imports right under it). Reasons that hold: the module loads rclpy or the ROS
 message packages where the caller must run without them, an accelerator library, or an import error the
 caller turns into its own. Accelerator and third-party libraries themselves are not counted here
-(ARCHITECTURE.md asks for those to be lazy).
-
-Modules whose owners are still moving their imports are allowed their present count (ALLOWANCE); an entry
-goes when its module is done, and the test says when an allowance is larger than needed."""
+(ARCHITECTURE.md asks for those to be lazy). No module is allowed an unreasoned one."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from _imports import PKG_NAME, imports_of, package_modules
-
-# module -> in-function imports of the package's own modules without a written reason, for now
-ALLOWANCE = {
-    "dla_infer_node.backends.gpu_preprocess": 3,
-    "dla_infer_node.backends.input_path": 2,
-    "dla_infer_node.bench.gpu": 2,
-    "dla_infer_node.cli.detect": 3,
-    "dla_infer_node.cli.evaluate": 7,
-}
 
 
 def _has_reason(lines: list[str], line: int) -> bool:
@@ -64,17 +52,8 @@ def test_own_imports_sit_at_module_top_or_say_why_not() -> None:
     over = []
     for name, path in package_modules().items():
         lines = unreasoned_lazy_imports(path)
-        if len(lines) > ALLOWANCE.get(name, 0):
+        if lines:
             rel = path.relative_to(path.parents[len(name.split(".")) - 1]).as_posix()
-            over.append(f"{rel}: lines {lines} (allowed {ALLOWANCE.get(name, 0)})")
+            over.append(f"{rel}: lines {lines}")
     assert over == [], ("imports of the package's own modules inside functions without a reason comment; "
                         "move them to module top or write why:\n" + "\n".join(over))
-
-
-def test_allowances_are_no_larger_than_needed() -> None:
-    modules = package_modules()
-    loose = {name: (len(unreasoned_lazy_imports(modules[name])) if name in modules else 0)
-             for name in ALLOWANCE}
-    stale = {name: f"{allowed} -> {loose[name]}" for name, allowed in ALLOWANCE.items()
-             if loose[name] < allowed}
-    assert stale == {}, f"lower (or drop) these ALLOWANCE entries: {stale}"
