@@ -212,6 +212,10 @@ LIVE_PARAMETERS = tuple(p.name for p in PARAMETERS if not p.read_only)
 
 # Each camera's own parameters, "<camera>.<key>"; an empty topic / ROUND_ROBIN core take what the text says.
 ROUND_ROBIN = -1
+# inherited from the node's own parameter of the same name when a camera does not set it
+_INHERITED = ("input_transport", "qos_reliability", "qos_depth")
+_CAMERA_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
+MAX_CAMERAS = 16
 CAMERA_PARAMETERS: tuple[ParamSpec, ...] = (
     _s("topic", "", "The camera's image topic (relative names resolve in the node's namespace). Empty: "
        "'<camera>/image', or '<camera>/image/compressed' for input_transport 'compressed'."),
@@ -225,10 +229,6 @@ CAMERA_PARAMETERS: tuple[ParamSpec, ...] = (
               "-1: the core with the fewest cameras so far, in camera order (round robin).", min=-1, max=1),
 )
 CAMERA_SPECS: dict[str, ParamSpec] = {p.name: p for p in CAMERA_PARAMETERS}
-# inherited from the node's own parameter of the same name when a camera does not set it
-_INHERITED = ("input_transport", "qos_reliability", "qos_depth")
-_CAMERA_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
-MAX_CAMERAS = 16
 
 
 @dataclass(frozen=True)
