@@ -18,7 +18,7 @@ export ROS_LOCALHOST_ONLY := 1
 MIN_CORE_PASSED ?= 500
 MIN_NODE_PASSED ?= 200
 
-.PHONY: venv test test-py310 test-jazzy demo bench bench-transport bench-quantized lint test-gpu test-gpu-node gpu-node-carry bench-gpu eval-dla-emulated clean
+.PHONY: venv test test-py310 test-jazzy demo bench bench-transport bench-quantized lint test-gpu test-gpu-node gpu-node-carry bench-gpu bench-gpu-node eval-dla-emulated clean
 
 venv:
 	@bash scripts/setup_env.sh
@@ -48,6 +48,7 @@ bench: venv
 	$(PY) -m dla_infer_node.bench.core
 	$(PY) -m dla_infer_node.bench.encodings
 	$(PY) -m dla_infer_node.bench.node
+	$(PY) -m dla_infer_node.bench.node --camera
 	@if $(PY) -c "from dla_infer_node.ros.node import has_events_executor as h; raise SystemExit(not h())"; then \
 	  $(PY) -m dla_infer_node.bench.node --executor events --out bench/results/node_events.json; fi
 
@@ -78,6 +79,11 @@ test-gpu-node:
 
 gpu-node-carry: venv
 	bash scripts/gpu_node_carry.sh
+
+# The node's CPU per frame with backend cudla, and several cameras in one process against one per camera, on
+# the GPU machine through the DLA EMULATOR (same carry as test-gpu-node; ~5 min). Writes bench/results/.
+bench-gpu-node:
+	bash scripts/bench_gpu_node.sh
 
 # GPU benchmark (system Python, like test-gpu): kernel vs device copy (dla_infer_node.bench.gpu), and the backend's
 # whole per-frame cost through the DLA EMULATOR (test infrastructure; emulator/bench_gpu.py, which runs both) with

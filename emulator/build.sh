@@ -27,5 +27,6 @@ cc="${CC:-$(command -v gcc || command -v cc)}"
 "$cc" -std=c11 -D_GNU_SOURCE -O2 -fPIC -shared -Wall -Wextra -fvisibility=hidden \
   -I"$inc" -I"$here" -Wl,-soname,libcudla.so.1 -o "$out/libcudla.so.1" \
   "$here/emu_core.c" "$here/emu_api.c" "$here/emu_submit.c" "$here/emu_format.c" "$here/emu_programs.c" "$here/emu_network.c" \
+  "$here/emu_timing.c" \
   -ldl -lpthread -lm
 echo "$out/libcudla.so.1"

@@ -157,6 +157,8 @@ EMU_API uint64_t dlaEmuSubmitCount(void);   /* tasks submitted (DLA_EMU_FAULT_TA
 EMU_API uint64_t dlaEmuSubmitCalls(void);   /* cudlaSubmitTask calls (DLA_EMU_FAIL_SUBMIT_N) */
 EMU_API uint64_t dlaEmuRegisterCalls(void); /* cudlaMemRegister calls (DLA_EMU_FAIL_REGISTER_N) */
 EMU_API uint64_t dlaEmuTasksRun(void);
+EMU_API uint64_t dlaEmuHostCpuNs(void);          /* host thread CPU the task programs took (not the holds) */
+EMU_API uint64_t dlaEmuCoreTasks(uint64_t core); /* tasks that claimed time on a core (DLA_EMU_TASK_MS set) */
 /* Program "network": the host runs the network. The callback gets the whole loadable (records + params,
  * so it reads the layouts itself) and the task's host copies of the inputs / outputs (descriptor sizes);
  * it returns 0 on success. Runs on the CUDA driver's host-function thread: no CUDA calls inside. */

@@ -28,6 +28,7 @@ struct cudlaModule_t {
     uint8_t *in_scratch[EMU_MAX_TENSORS], *out_scratch[EMU_MAX_TENSORS]; /* pinned (cuMemAllocHost) */
     int pending;                                                          /* tasks enqueued, not finished */
     uint8_t *blob;                                                        /* copy of the loadable (network) */
+    int ran;                                                              /* tasks whose program ran */
     size_t blob_size;
 };
 
@@ -43,6 +44,7 @@ typedef struct {
     struct cudlaModule_t *mod;
     int fault;
     cudlaStatus fault_status;
+    uint64_t end_ns; /* when the task's time on its core is over (0: no hold; see emu_timing.c) */
 } job_t;
 
 typedef struct {
@@ -85,6 +87,12 @@ struct cudlaModule_t *valid_mod(const cudlaModule m);
 reg_t *find_reg(const struct cudlaDevHandle_t *dev, const uint64_t *handle);
 int dev_reg_count(const struct cudlaDevHandle_t *dev);
 int emu_network_ready(void);
+uint64_t emu_task_hold_ns(void);
+uint64_t emu_claim_core(uint64_t core, uint64_t hold_ns);
+void emu_hold_until(uint64_t end_ns);
+int emu_reuse_outputs(void);
+uint64_t emu_thread_cpu_ns(void);
+void emu_add_host_cpu(uint64_t ns);
 int emu_run_network(struct cudlaModule_t *m);
 
 #endif

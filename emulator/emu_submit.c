@@ -4,8 +4,9 @@
  * Checks, in this order (first failure wins): device handle, task array, flags, non-NULL stream, stream not
  * capturing, stream of the device's CUDA context, then per task: module of this handle, NULL events, the
  * module's tensor counts, every pointer a registration of this handle covering its descriptor's size.
- * Then, per task, stream-ordered: D2H copies of the inputs -> host function running the program ->
- * H2D copies of the outputs -> host function marking the task done.
+ * Then, per task, stream-ordered: D2H copies of the inputs -> host function running the program (and, with
+ * DLA_EMU_TASK_MS, holding the task's time on its core: emu_timing.c) -> H2D copies of the outputs -> host
+ * function marking the task done.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@ static void CUDA_CB run_task(void *arg) {
         struct timespec ts = {(time_t)(delay_ms / 1000), (long)(delay_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }
+    uint64_t cpu0 = emu_thread_cpu_ns();
     if (job->fault) {
         /* a faulted DLA task leaves garbage behind; the status is what cudlaGetLastError reports */
         for (uint32_t i = 0; i < m->l.num_outputs; i++) memset(m->out_scratch[i], 0xA5, m->l.outputs[i].desc.size);
@@ -31,7 +33,9 @@ static void CUDA_CB run_task(void *arg) {
         m->dev->last_error = job->fault_status;
         pthread_mutex_unlock(&g_lock);
     } else if (m->l.program == EMU_PROGRAM_NETWORK) {
-        if (emu_run_network(m) != 0) { /* the host failed: garbage out, and the DLA status says so */
+        /* with DLA_EMU_REUSE_OUTPUTS the scratch still holds the first task's outputs */
+        if (!(m->ran && emu_reuse_outputs()) && emu_run_network(m) != 0) {
+            /* the host failed: garbage out, and the DLA status says so */
             for (uint32_t i = 0; i < m->l.num_outputs; i++) memset(m->out_scratch[i], 0xA5, m->l.outputs[i].desc.size);
             pthread_mutex_lock(&g_lock);
             m->dev->last_error = cudlaErrorUmd;
@@ -40,7 +44,10 @@ static void CUDA_CB run_task(void *arg) {
     } else {
         emu_run_program(&m->l, m->in_scratch, m->out_scratch);
     }
+    emu_add_host_cpu(emu_thread_cpu_ns() - cpu0);
+    emu_hold_until(job->end_ns);
     pthread_mutex_lock(&g_lock);
+    m->ran++;
     g_tasks_run++;
     pthread_mutex_unlock(&g_lock);
 }
@@ -139,6 +146,7 @@ cudlaStatus cudlaSubmitTask(const cudlaDevHandle devHandle, const cudlaTask *con
     if (st != cudlaSuccess) { pthread_mutex_unlock(&g_lock); return st; }
 
     struct cudlaModule_t *m = dev->module;
+    uint64_t hold_ns = emu_task_hold_ns();
     CUdeviceptr in_ptr[EMU_MAX_TENSORS * 8], out_ptr[EMU_MAX_TENSORS * 8];
     job_t *jobs[8];
     uint32_t n = numTasks > 8 ? 8 : numTasks;
@@ -157,6 +165,7 @@ cudlaStatus cudlaSubmitTask(const cudlaDevHandle devHandle, const cudlaTask *con
             jobs[k]->fault = 1;
             jobs[k]->fault_status = env_status("DLA_EMU_FAULT_STATUS", cudlaErrorDlaErrEngineTimeout);
         }
+        jobs[k]->end_ns = emu_claim_core(dev->core, hold_ns);
         m->pending++;
     }
     pthread_mutex_unlock(&g_lock);

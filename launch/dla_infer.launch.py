@@ -19,7 +19,9 @@ manager); the plain node stays the default. dds_profile:=large_images (or a path
 profile) sets FASTDDS_DEFAULT_PROFILES_FILE (Kilted and later) or FASTRTPS_DEFAULT_PROFILES_FILE (Humble,
 Jazzy: Fast DDS 2 reads only that one; Fast DDS 3 warns in every process where it is set) for the node's
 process; the camera driver's process needs it too, since the publisher's transport decides
-whether large best-effort frames arrive (README, "Large images over DDS").
+whether large best-effort frames arrive (README, "Large images over DDS"). cameras:=front:/front/image_raw,
+rear:/rear/image_raw serves several cameras from this one node (README, "Several cameras"); the params
+file may list them instead (config/orin_dla_four_cameras.yaml).
 """
 
 from __future__ import annotations
@@ -44,17 +46,18 @@ LIFECYCLE_EXECUTABLE = "dla_infer_lifecycle"
 def node_action(*, params_file: str, namespace: str = "", image_topic: str = "image", backend: str = "",
                 log_level: str = "info", respawn: bool = False, name: str = PACKAGE,
                 extra_parameters: dict[str, Any] | None = None, lifecycle: bool = False,
-                dds_profile: str = "") -> Node:
+                dds_profile: str = "", cameras: str = "") -> Node:
     """The Node action with plain values (the dual launch file builds two of these); ``image_topic`` and
     ``namespace`` are normalised or refused, a missing ``params_file`` refused
     (:class:`launch_args.LaunchArgumentError`, one line).
     ``lifecycle``: the managed node (``dla_infer_lifecycle``), which starts unconfigured and waits for its
-    transitions. ``dds_profile``: '', 'large_images' (the shipped profile) or a path to a Fast DDS XML."""
+    transitions. ``dds_profile``: '', 'large_images' (the shipped profile) or a path to a Fast DDS XML.
+    ``cameras``: 'name[:topic],...' sets the node's camera list (and those topics) over the params file."""
     params_file = launch_args.params_file(params_file)
     image_topic = launch_args.image_topic(image_topic)
     namespace = launch_args.namespace(namespace)
     profile = launch_args.dds_profile(dds_profile, shipped_config_dir())
-    overrides: dict[str, Any] = dict(extra_parameters or {})
+    overrides: dict[str, Any] = {**launch_args.cameras(cameras), **(extra_parameters or {})}
     if backend:
         overrides["backend"] = backend
     parameters: list[Any] = [params_file]
@@ -115,7 +118,8 @@ def _setup(context: LaunchContext) -> list[Any]:
     node = node_action(params_file=arg("params_file"), namespace=arg("namespace"),
                        image_topic=arg("image_topic"), backend=arg("backend"),
                        log_level=arg("log_level"), respawn=_truthy(arg("respawn")),
-                       lifecycle=_truthy(arg("lifecycle")), dds_profile=arg("dds_profile"))
+                       lifecycle=_truthy(arg("lifecycle")), dds_profile=arg("dds_profile"),
+                       cameras=arg("cameras"))
     return [node, end_launch_on_failure(node, _truthy(arg("respawn")))]
 
 
@@ -142,5 +146,9 @@ def generate_launch_description() -> LaunchDescription:
                               description="Fast DDS XML profile for the node's process: empty (none), "
                                           "'large_images' (the shipped config/fastdds_large_images.xml) "
                                           "or a path; put the same in the camera driver's process"),
+        DeclareLaunchArgument("cameras", default_value="",
+                              description="several cameras in this one node: 'name[:topic],...' (e.g. "
+                                          "front:/front/image_raw,rear:/rear/image_raw); empty keeps the "
+                                          "params file's cameras (config/orin_dla_four_cameras.yaml)"),
         OpaqueFunction(function=_setup),
     ])

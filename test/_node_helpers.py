@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -297,3 +299,14 @@ def diag_values(arrays: list[Any], fqn: str) -> dict[str, str]:
             if st.name.startswith(fqn + ":"):
                 return {kv.key: kv.value for kv in st.values}
     return {}
+
+
+def readme_command(section: str, prefix: str = ".venv/bin/dla_infer_node ") -> list[str]:
+    """The one command line of README.md's ``## <section>`` that starts with ``prefix``, split as a shell
+    would: tests read their commands from the README, so text and test cannot drift apart."""
+    readme = (REPO / "README.md").read_text()
+    found = re.search(rf"^## {re.escape(section)}\n(.*?)(?=^## )", readme, flags=re.S | re.M)
+    assert found, f"README.md has no '## {section}' section"
+    lines = [ln for ln in found.group(1).splitlines() if ln.startswith(prefix)]
+    assert len(lines) == 1, f"expected one `{prefix.strip()}` command, found {lines}"
+    return shlex.split(lines[0])

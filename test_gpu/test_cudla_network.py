@@ -269,3 +269,21 @@ def test_evaluate_cudla_needs_an_artifact(capsys: pytest.CaptureFixture[str]) ->
     assert main(["--backend", "cudla", "--scenes", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "artifact" in err[0]
+
+
+def test_reuse_outputs_runs_the_network_once(emu: Any, cuda: Any, host: Any, artifacts_dir: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """DLA_EMU_REUSE_OUTPUTS (timing runs): the host runs a module's network for its first task only, and
+    later tasks repeat those outputs; without it each frame gets its own."""
+    from dla_infer_node.core.synth import generate_scene
+
+    art = nb.network_artifact(artifacts_dir / "reuse", "fp16", "linear", "linear", nb.fp16_network())
+    frames = [generate_scene(EVAL_FIRST_SEED + i, 640, 480).image for i in range(3)]
+    with CudlaBackend(load_artifact(art.sidecar), cuda=cuda) as be:
+        fresh = [be.infer(f, "rgb8").tensors[0].copy() for f in frames]
+        monkeypatch.setenv("DLA_EMU_REUSE_OUTPUTS", "1")
+        tasks = host.tasks
+        reused = [be.infer(f, "rgb8").tensors[0].copy() for f in frames]
+    assert host.tasks == tasks  # the module had run before: no new network run
+    assert not np.array_equal(fresh[0], fresh[1])
+    assert all(np.array_equal(r, fresh[-1]) for r in reused)  # the last task's outputs, repeated

@@ -131,7 +131,12 @@ class PinnedBuffer:
 
 
 class Stream:
-    """A non-blocking CUDA stream owned by one backend."""
+    """A non-blocking CUDA stream owned by one backend, with the event it waits on.
+
+    ``synchronize`` waits on a blocking-sync event recorded at the end of the stream, not on the stream
+    itself: under CUDA's default scheduling a host thread waiting for a stream spins on a CPU core while
+    there are fewer contexts than cores (a Jetson's case), i.e. for the whole of every DLA task. A
+    blocking-sync event puts the thread to sleep until the work is done."""
 
     def __init__(self) -> None:
         rt = _rt()
@@ -139,10 +144,20 @@ class Stream:
                   {"flags": "cudaStreamNonBlocking"}, "device")
         self._obj = s
         self.handle: int = int(s)
+        try:
+            flags = rt.cudaEventBlockingSync | rt.cudaEventDisableTiming
+            self._done = check(rt.cudaEventCreateWithFlags(flags), "cudaEventCreateWithFlags",
+                               {"flags": "cudaEventBlockingSync | cudaEventDisableTiming"}, "device")
+        except BaseException:
+            self.destroy()
+            raise
 
     def synchronize(self, stage: str = "execution") -> None:
-        check(_rt().cudaStreamSynchronize(self.handle), "cudaStreamSynchronize",
-              {"stream": hex(self.handle)}, stage)
+        rt = _rt()
+        check(rt.cudaEventRecord(self._done, self.handle), "cudaEventRecord", {"stream": hex(self.handle)},
+              stage)
+        check(rt.cudaEventSynchronize(self._done), "cudaEventSynchronize", {"stream": hex(self.handle)},
+              stage)
 
     def is_capturing(self) -> bool:
         rt = _rt()
@@ -151,6 +166,10 @@ class Stream:
         return bool(int(status) != int(rt.cudaStreamCaptureStatus.cudaStreamCaptureStatusNone))
 
     def destroy(self) -> None:
+        """Event, then stream. Idempotent."""
+        done, self._done = getattr(self, "_done", None), None
+        if done is not None:
+            check(_rt().cudaEventDestroy(done), "cudaEventDestroy", {"stream": hex(self.handle)}, "device")
         if self.handle:
             h, self.handle = self.handle, 0
             check(_rt().cudaStreamDestroy(h), "cudaStreamDestroy", {"stream": hex(h)}, "device")

@@ -10,6 +10,7 @@ Why the roles are what they are is in ``bench_node``'s module docstring.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import threading
@@ -20,11 +21,14 @@ from typing import Any
 
 import numpy as np
 
+from dla_infer_node.bench.cpu_probe import CpuSampler, StageClock
 from dla_infer_node.core.backend import RawOutputs
 from dla_infer_node.core.cdr_image import parse_image
 from dla_infer_node.core.model_meta import parse_metadata
+from dla_infer_node.core.pipeline import Detector
 from dla_infer_node.core.preprocess import Letterbox
 from dla_infer_node.core.stop_signals import stop_on_signals
+from dla_infer_node.ros.frame_memory import keep_frame_buffers
 
 NS = "/bench"
 FRAME_COUNTERS = ("frames_in", "frames_processed", "frames_dropped", "frames_bad_input", "frames_failed")
@@ -78,6 +82,7 @@ def _ros(name: str) -> tuple[Any, Any, threading.Event]:
     from rclpy.signals import SignalHandlerOptions
 
     stop = threading.Event()
+    keep_frame_buffers()  # as the node's process does: the bare subscriber is compared on equal terms
     rclpy.init(args=[name], signal_handler_options=SignalHandlerOptions.NO)
     stop_on_signals(stop)  # for the life of the role process
     return rclpy, rclpy.create_node(name), stop
@@ -114,12 +119,16 @@ def _key(msg: Any) -> int:
 
 
 def _spin_then_save(rclpy: Any, node: Any, stop: threading.Event, args: argparse.Namespace,
-                    doc: dict[str, dict[Any, Any]], ready: Callable[[], bool]) -> int:
+                    doc: dict[str, Any], ready: Callable[[], bool],
+                    sampler: CpuSampler | None = None) -> int:
     """Spin until stopped, then save ``doc``; ``args.ready`` is created once ``ready()`` first holds.
 
-    The spinning runs on a thread and the main thread saves the result as soon as the stop comes, before
-    any rclpy teardown: these roles are measuring instruments, and their figures must not depend on how
-    rclpy's executor and context wind down (the orchestrator reports a role that hangs after saving).
+    The executor spins on the main thread, as in the node (a frame's bytes are allocated by the thread that
+    takes it, and glibc gives a secondary thread's arena back to the kernel after each 6 MB frame: an
+    executor on another thread measured 9-10 ms of system time per frame, the main thread's a fraction).
+    A second thread saves the result as soon as the stop comes, before any rclpy teardown: these roles are
+    measuring instruments, and their figures must not depend on how rclpy's executor and context wind
+    down (the orchestrator reports a role that hangs after saving).
     """
     # ros.node loads rclpy: only the role processes need it, not the orchestrator
     from dla_infer_node.ros.node import executor_factory, shutdown_executor
@@ -127,21 +136,26 @@ def _spin_then_save(rclpy: Any, node: Any, stop: threading.Event, args: argparse
     executor = executor_factory(args.peer_executor)()
     executor.add_node(node)
 
-    def spin() -> None:
-        announced = False
-        while not stop.is_set():
-            executor.spin_once(timeout_sec=0.05)
-            if not announced and ready():
-                Path(args.ready).touch()
-                announced = True
+    def save_on_stop() -> None:
+        stop.wait()
+        # dict() copies each table in one C call, so a callback still running on the executor cannot change
+        # it while it is being written out
+        saved: dict[str, Any] = {key: dict(table) for key, table in doc.items()}
+        if sampler is not None:
+            saved["cpu_samples"] = sampler.stop()
+        Path(args.result).write_text(json.dumps(saved))
 
-    spinner = threading.Thread(target=spin, name="bench-spin", daemon=True)
-    spinner.start()
-    stop.wait()
-    # dict() copies each table in one C call, so a callback still running on the spinner cannot change it
-    # while it is being written out
-    Path(args.result).write_text(json.dumps({key: dict(table) for key, table in doc.items()}))
-    spinner.join(5.0)
+    saver = threading.Thread(target=save_on_stop, name="bench-save", daemon=True)
+    saver.start()
+    if sampler is not None:
+        sampler.start()
+    announced = False
+    while not stop.is_set():
+        executor.spin_once(timeout_sec=0.05)
+        if not announced and ready():
+            Path(args.ready).touch()
+            announced = True
+    saver.join(10.0)
     shutdown_executor(executor)  # reverse order of creation: executor, node, context
     node.destroy_node()
     rclpy.shutdown()
@@ -159,7 +173,8 @@ def role_measure(args: argparse.Namespace) -> int:
     else:
         node.create_subscription(Image, f"{NS}/image", lambda m: bare.__setitem__(_key(m), time.time_ns()),
                                  _qos())
-    return _spin_then_save(rclpy, node, stop, args, {"bare": bare}, ready=lambda: True)
+    return _spin_then_save(rclpy, node, stop, args, {"bare": bare}, ready=lambda: True,
+                           sampler=CpuSampler(lambda: len(bare)))
 
 
 def role_listen(args: argparse.Namespace) -> int:
@@ -184,6 +199,45 @@ def role_listen(args: argparse.Namespace) -> int:
                            ready=lambda: node.count_publishers(f"{NS}/detections") > 0)
 
 
+def _time_stages(clock: StageClock) -> None:
+    """Wrap the node's per-frame steps in ``clock`` (class attributes, before the node exists): the
+    worker's header parse + pixel view, the detector (backend, then decode), publishing; and, at the
+    first frame, the backend's own steps where it has them (the cuDLA backend's input upload and its wait
+    for the stream)."""
+    # these load rclpy: only the node role's process needs them, not the orchestrator
+    from dla_infer_node.ros.inference import FrameInference
+    from dla_infer_node.ros.outputs import DetectionOutputs
+
+    FrameInference._frame = clock.wrap("header_parse_view", FrameInference._frame)  # type: ignore[method-assign]
+    DetectionOutputs.publish = clock.wrap("publish", DetectionOutputs.publish)  # type: ignore[method-assign]
+    detect = Detector.detect
+    wrapped: list[bool] = []
+
+    def detect_timing_backend(self: Any, image: np.ndarray, encoding: str) -> Any:
+        if not wrapped:
+            wrapped.append(True)
+            backend = self.backend
+            backend.infer = clock.wrap("backend_infer", backend.infer)
+            if getattr(backend, "_input", None) is not None:
+                backend._input.enqueue = clock.wrap("backend_copy_to_gpu", backend._input.enqueue)
+            if getattr(backend, "_stream", None) is not None:
+                backend._stream.synchronize = clock.wrap("backend_wait", backend._stream.synchronize)
+        return detect(self, image, encoding)
+
+    Detector.detect = clock.wrap("detect", detect_timing_backend)  # type: ignore[method-assign]
+
+
+def emulated_dla_cpu_s() -> float:
+    """CPU seconds the DLA EMULATOR's task programs took in this process (0 without the emulator): on a
+    Jetson that work is the DLA's, so the benchmark leaves it out of the node's CPU per frame."""
+    try:
+        fn = ctypes.CDLL(None).dlaEmuHostCpuNs
+    except (AttributeError, OSError):
+        return 0.0
+    fn.restype = ctypes.c_uint64
+    return float(fn()) / 1e9
+
+
 def role_node(args: argparse.Namespace) -> int:
     # ros.node loads rclpy: only the role processes need it, not the orchestrator
     from dla_infer_node.ros import node as node_module
@@ -192,21 +246,29 @@ def role_node(args: argparse.Namespace) -> int:
     arrivals: dict[int, int] = {}
     instance: list[Any] = []
     on_image = DetectorParts._on_image
+    clock = StageClock()
+    sampler = CpuSampler(lambda: len(arrivals), excluded=emulated_dla_cpu_s)
 
     def on_image_noting_arrival(self: Any, raw: bytes) -> None:
         _note_arrival(arrivals, raw)  # exactly what the bare subscriber does, at the same point
         if not instance:
             instance.append(self)
+            sampler.start()
         on_image(self, raw)
 
-    DetectorParts._on_image = on_image_noting_arrival  # type: ignore[method-assign]
+    _time_stages(clock)
+    DetectorParts._on_image = clock.wrap("callback", on_image_noting_arrival)  # type: ignore[method-assign]
     reliability = os.environ.get("BENCH_RELIABILITY", "best_effort")
+    node_params = getattr(args, "node_param", [])  # bench.transport's receiver role passes none
     rc = node_module.main(["bench_node", "--ros-args", "-r", f"__ns:={NS}", "-p", "diagnostics_period:=1.0",
-                           "-p", f"qos_reliability:={reliability}", "-p", f"executor:={args.executor}"],
-                          injected=zero_cost_backend())
+                           "-p", f"qos_reliability:={reliability}", "-p", f"executor:={args.executor}",
+                           *(x for p in node_params for x in ("-p", p))],
+                          injected=zero_cost_backend() if not node_params else None)
+    samples = sampler.stop() if instance else []
     # counters after the node stopped (worker joined): final, unlike the last /diagnostics the listener saw
     final = {k: v for k, v in instance[0].counters().items() if k in FRAME_COUNTERS} if instance else {}
-    Path(args.result).write_text(json.dumps({"arrivals": arrivals, "counters": final}))
+    Path(args.result).write_text(json.dumps({"arrivals": arrivals, "counters": final, "cpu_samples": samples,
+                                             "stages": clock.snapshot()}))
     return rc
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from dla_infer_node.bench.node_roles import NS, _qos, _ros
+from dla_infer_node.bench.paced import publish_paced
 
 SIZES = {"VGA": (640, 480), "720p": (1280, 720), "1080p": (1920, 1080)}
 PUBLISHER_DEPTH = 5
@@ -51,16 +52,7 @@ def role_publisher(args: argparse.Namespace) -> int:
         time.sleep(0.05)
     matched = pub.get_subscription_count() >= 1
     stop.wait(args.warmup)  # the reader's side of the match completes a little after the writer's
-    sent, late, period = 0, 0, 1.0 / args.rate
-    t0 = time.monotonic()
-    while matched and not stop.is_set() and sent < args.frames:
-        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 1_000_000_000)
-        pub.publish(msg)
-        sent += 1
-        wait = t0 + sent * period - time.monotonic()
-        late += wait < 0
-        stop.wait(max(0.0, wait))
-    seconds = time.monotonic() - t0
+    sent, late, seconds = publish_paced(pub, msg, args.rate, stop, lambda n, _t: matched and n < args.frames)
     stop.wait(args.tail)  # the writer stays for in-flight fragments and reliable repairs
     Path(args.result).write_text(json.dumps({"published": sent, "seconds": seconds, "late": late,
                                              "matched": matched}))

@@ -19,13 +19,14 @@ from __future__ import annotations
 import importlib.util
 import math
 import numbers
-from collections.abc import Sequence
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dla_infer_node.core.errors import ParameterError
 
-ParamValue = str | int | float | bool | tuple[str, ...]
+ParamValue = str | int | float | bool | tuple[str, ...] | tuple[int, ...]
 
 BACKENDS = ("onnxruntime", "cudla")
 RUNTIME_MODES = ("hybrid",)
@@ -51,13 +52,14 @@ class ParamSpec:
     """One parameter: ROS type name, default, meaning, allowed values, and whether it can change live."""
 
     name: str
-    type: str  # "string" | "integer" | "double" | "bool" | "string_array"
+    type: str  # "string" | "integer" | "double" | "bool" | "string_array" | "integer_array"
     default: ParamValue
     description: str
     choices: tuple[str, ...] = ()
     min: float | None = None
     max: float | None = None
     read_only: bool = True
+    min_items: int = 1  # arrays: the fewest entries allowed
 
     def allowed(self) -> str:
         """Human text for what this parameter accepts (used in error messages and docs)."""
@@ -70,7 +72,10 @@ class ParamSpec:
         if self.type == "bool":
             return "true or false"
         if self.type == "string_array":
-            return "a non-empty list of strings"
+            return "a non-empty list of strings" if self.min_items else "a list of strings"
+        if self.type == "integer_array":
+            return (f"a list of {'at least one ' if self.min_items else ''}integers in "
+                    f"[{int(self.min or 0)}, {int(self.max or 0)}]")
         return "a string"
 
     def validate(self, value: Any) -> ParamValue:
@@ -91,11 +96,8 @@ class ParamSpec:
                 raise ParameterError(self.name, value, self.allowed())
             self._check_range(float(value), value)
             return float(value)
-        if self.type == "string_array":
-            if isinstance(value, str) or not isinstance(value, Sequence) or not value \
-                    or not all(isinstance(v, str) and v for v in value):
-                raise ParameterError(self.name, value, self.allowed())
-            return tuple(value)
+        if self.type in ("string_array", "integer_array"):
+            return self._validate_array(value)
         if not isinstance(value, str):
             raise ParameterError(self.name, value, self.allowed())
         if self.choices and value not in self.choices:
@@ -104,6 +106,21 @@ class ParamSpec:
                                      else self.allowed())
             raise ParameterError(self.name, value, self.allowed())
         return value
+
+    def _validate_array(self, value: Any) -> tuple[Any, ...]:
+        if value is None and self.min_items == 0:  # a parameters file's "[]" arrives without a type
+            return ()
+        kind: type = str if self.type == "string_array" else numbers.Integral
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) \
+                or len(value) < self.min_items \
+                or not all(isinstance(v, kind) and not isinstance(v, bool) and v != "" for v in value):
+            raise ParameterError(self.name, list(value) if isinstance(value, tuple) else value,
+                                 self.allowed())
+        if kind is not str:
+            for v in value:
+                self._check_range(int(v), list(value))
+            return tuple(int(v) for v in value)
+        return tuple(value)
 
     def _check_range(self, number: float, value: Any) -> None:
         if (self.min is not None and number < self.min) or (self.max is not None and number > self.max):
@@ -178,14 +195,102 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     _s("executor", "single", "rclpy executor that takes the images: 'single' (SingleThreadedExecutor, every "
        "distro) or 'events' (rclpy.experimental.EventsExecutor, in C++, less per-message overhead; ROS 2 "
        "Kilted or newer, refused at startup where rclpy lacks it).", choices=EXECUTORS),
+    ParamSpec("cameras", "string_array", (), "Names of the cameras this one node serves. Empty: one camera, "
+              "as set by input_transport, qos_reliability, qos_depth and dla_core, on 'image'. Each name N "
+              "(letters, digits, '_') has its own N.topic, N.input_transport, N.qos_reliability, N.qos_depth "
+              "and N.dla_core, its outputs under N/ (N/detections, N/debug_image, N/label_info), its own "
+              "latest-frame slot and its own /diagnostics status.", min_items=0),
+    ParamSpec("dla_cores", "integer_array", (), "DLA cores to open with several cameras: one backend per "
+              "core (loaded once, one CUDA context), each serving its cameras in turn. Empty: [dla_core]. "
+              "With backend onnxruntime each entry is one session and worker thread.", min=0, max=1,
+              min_items=0),
 )
 
 SPECS: dict[str, ParamSpec] = {p.name: p for p in PARAMETERS}
 LIVE_PARAMETERS = tuple(p.name for p in PARAMETERS if not p.read_only)
 
 
+# Each camera's own parameters, "<camera>.<key>"; an empty topic / ROUND_ROBIN core take what the text says.
+ROUND_ROBIN = -1
+# inherited from the node's own parameter of the same name when a camera does not set it
+_INHERITED = ("input_transport", "qos_reliability", "qos_depth")
+_CAMERA_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
+MAX_CAMERAS = 16
+CAMERA_PARAMETERS: tuple[ParamSpec, ...] = (
+    _s("topic", "", "The camera's image topic (relative names resolve in the node's namespace). Empty: "
+       "'<camera>/image', or '<camera>/image/compressed' for input_transport 'compressed'."),
+    _s("input_transport", "raw", "'raw' (sensor_msgs/Image) or 'compressed' (sensor_msgs/CompressedImage); "
+       "default: the node's input_transport.", choices=INPUT_TRANSPORTS),
+    _s("qos_reliability", "best_effort", "Reliability of this camera's subscription; default: the node's "
+       "qos_reliability.", choices=QOS_RELIABILITIES),
+    ParamSpec("qos_depth", "integer", 5, "History depth of this camera's subscription; default: the node's "
+              "qos_depth.", min=1, max=100),
+    ParamSpec("dla_core", "integer", ROUND_ROBIN, "The DLA core (one of dla_cores) that serves this camera; "
+              "-1: the core with the fewest cameras so far, in camera order (round robin).", min=-1, max=1),
+)
+CAMERA_SPECS: dict[str, ParamSpec] = {p.name: p for p in CAMERA_PARAMETERS}
+
+
+@dataclass(frozen=True)
+class CameraConfig:
+    """One camera of a multi-camera node: where its frames come from and which core serves them."""
+
+    name: str
+    topic: str
+    input_transport: str
+    qos_reliability: str
+    qos_depth: int
+    dla_core: int
+
+
+def camera_spec(name: str) -> ParamSpec | None:
+    """The camera row of a "<camera>.<key>" parameter name, or None."""
+    camera, _, key = name.rpartition(".")
+    return CAMERA_SPECS.get(key) if camera else None
+
+
+def camera_configs(values: Mapping[str, Any], node: Mapping[str, Any]) -> tuple[CameraConfig, ...]:
+    """Each camera of ``node["cameras"]`` with its own parameters from ``values`` ("<camera>.<key>"), the
+    node's for what it does not set, and its core: the one it names, else round robin over the cores."""
+    names: tuple[str, ...] = node["cameras"]
+    if len(names) > MAX_CAMERAS:
+        raise ParameterError("cameras", list(names), f"at most {MAX_CAMERAS} camera names")
+    for name in names:
+        if not _CAMERA_NAME.match(name):
+            raise ParameterError("cameras", list(names), f"names of letters, digits and '_' starting with a "
+                                 f"letter (a ROS name token); {name!r} is not")
+    if len(set(names)) != len(names):
+        raise ParameterError("cameras", list(names), "distinct names")
+    cores: tuple[int, ...] = node["dla_cores"] or (node["dla_core"],)
+    if len(set(cores)) != len(cores):
+        raise ParameterError("dla_cores", list(cores), "distinct cores")
+    load = dict.fromkeys(cores, 0)
+    out = []
+    for name in names:
+        v: dict[str, Any] = {key: validate_value(f"{name}.{key}", values.get(f"{name}.{key}", spec.default))
+                             for key, spec in CAMERA_SPECS.items()}
+        for key in _INHERITED:
+            if f"{name}.{key}" not in values:
+                v[key] = node[key]
+        core = int(v["dla_core"])
+        if core == ROUND_ROBIN:
+            core = min(cores, key=lambda c: load[c])  # the first of the least loaded: round robin
+        elif core not in load:
+            raise ParameterError(f"{name}.dla_core", core,
+                                 f"one of dla_cores {list(cores)} (or -1: round robin)")
+        load[core] += 1
+        default_topic = f"{name}/image" + ("/compressed" if v["input_transport"] == "compressed" else "")
+        out.append(CameraConfig(name, str(v["topic"]) or default_topic, str(v["input_transport"]),
+                                str(v["qos_reliability"]), int(v["qos_depth"]), core))
+    return tuple(out)
+
+
 def validate_value(name: str, value: Any) -> ParamValue:
-    """Validate one value against its table row (used by the live on-set callback)."""
+    """Validate one value against its table row (used by the live on-set callback); a camera's own
+    parameter ("<camera>.<key>") against its camera row."""
+    spec = camera_spec(name)
+    if spec is not None:
+        return replace(spec, name=name).validate(value)
     if name not in SPECS:
         raise ParameterError(name, value, "a declared parameter: " + ", ".join(SPECS))
     return SPECS[name].validate(value)
@@ -222,14 +327,15 @@ def resolve_preprocess_device(backend: str, device: str) -> str:
 
 
 def markdown_table() -> str:
-    """The README's parameter table, generated from :data:`PARAMETERS`."""
+    """The README's parameter table, generated from :data:`PARAMETERS` and, as ``<camera>.<key>``, from
+    :data:`CAMERA_PARAMETERS`."""
     rows = ["| name | type | default | read-only | description / allowed values |",
             "| --- | --- | --- | --- | --- |"]
-    for p in PARAMETERS:
+    for p in (*PARAMETERS, *(replace(c, name=f"<camera>.{c.name}") for c in CAMERA_PARAMETERS)):
         default = list(p.default) if isinstance(p.default, tuple) else p.default
         shown = f"`{default!r}`" if not isinstance(default, bool) else f"`{str(default).lower()}`"
         text = p.description
-        if p.choices or p.type in ("integer", "double"):
+        if p.choices or p.type in ("integer", "double", "integer_array"):
             text += f" Allowed: {p.allowed()}."
         rows.append(f"| `{p.name}` | {p.type} | {shown} | {'yes' if p.read_only else 'no'} | {text} |")
     return "\n".join(rows)

@@ -54,15 +54,25 @@ class DiagnosticsReporter:
 
     def __init__(self, node: Node, period: float, counters: Callable[[], Mapping[str, Any]],
                  info: Callable[[], Mapping[str, Any]], hardware_id: str,
-                 sources: Sequence[StatusSource] = ()) -> None:
+                 sources: Sequence[StatusSource] = (), label: str = "detector") -> None:
         self._node = node
+        self._label = label  # the status is "<node>: <label>" (a camera's name in a multi-camera node)
         self._counters = counters
         self._info = info
         self._hardware_id = hardware_id
         self._sources = list(sources)
         self._last = (time.monotonic(), 0, 0, 0)
-        self._pub = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self._timer = node.create_timer(period, self.publish) if period > 0 else None
+        self._pub: Any = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._timer: Any = node.create_timer(period, self.publish) if period > 0 else None
+
+    def close(self) -> None:
+        """Stop publishing (a camera withdrawn). Idempotent."""
+        if self._timer is not None:
+            self._node.destroy_timer(self._timer)
+            self._timer = None
+        if self._pub is not None:
+            self._node.destroy_publisher(self._pub)
+            self._pub = None
 
     def add_source(self, source: StatusSource) -> None:
         self._sources.append(source)
@@ -78,6 +88,8 @@ class DiagnosticsReporter:
             return "error", f"diagnostics source {name} failed: {exc!r}", {}
 
     def publish(self) -> None:
+        if self._pub is None:
+            return
         c = self._counters()
         now = time.monotonic()
         t0, in0, out0, _ = self._last
@@ -89,5 +101,5 @@ class DiagnosticsReporter:
         level, text, merged = merge_statuses(statuses, values)
         header = Header()
         header.stamp = self._node.get_clock().now().to_msg()
-        name = f"{self._node.get_fully_qualified_name()}: detector"
+        name = f"{self._node.get_fully_qualified_name()}: {self._label}"
         self._pub.publish(ros_convert.diagnostics(header, name, self._hardware_id, level, text, merged))

@@ -1,9 +1,10 @@
 """The node's inference side: serialized frame -> image view -> detections, on the latest-frame worker.
 
-The subscription callback only hands bytes to :meth:`FrameInference.submit`; everything after that runs on
-the worker thread. Frames that cannot be used are counted and skipped (never a crash); a DLA fault, after
-which CUDA documents the process as inconsistent, stops the worker and is kept in ``fatal_error`` for
-``main`` to exit non-zero.
+The subscription callback only hands bytes to :meth:`FrameInference.submit` (one per camera); everything
+after that runs on the worker thread of the camera's :class:`CoreService` (one per detector, i.e. per DLA
+core: its thread serves the latest frame of each of its cameras in turn). Frames that cannot be used are
+counted and skipped (never a crash); a DLA fault, after which CUDA documents the process as inconsistent,
+stops the worker and is kept in ``fatal_error`` for ``main`` to exit non-zero.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -26,20 +27,70 @@ from dla_infer_node.core.errors import BackendError, DlaInferError, InputError
 from dla_infer_node.core.image_io import DEFAULT_MAX_INPUT_PIXELS
 from dla_infer_node.core.pipeline import Detector
 from dla_infer_node.ros import ros_convert
-from dla_infer_node.ros.worker import LatestFrameWorker
+from dla_infer_node.ros.worker import FairFrameWorker
 
 # what the worker hands to the publishing side for one answered frame
 Publish = Callable[[Detections, Header, np.ndarray, str], None]
 
 
+def apply_to_detector(detector: Detector, values: Mapping[str, Any]) -> None:
+    """Validated live changes of the detector's thresholds (a frame in flight keeps the ones it read)."""
+    if "confidence_threshold" in values:
+        detector.conf_threshold = values["confidence_threshold"]
+    if "nms_iou_threshold" in values:
+        detector.iou_threshold = values["nms_iou_threshold"]
+    if "max_detections" in values:
+        detector.max_detections = values["max_detections"]
+
+
+class CoreService:
+    """One detector (one backend: a DLA core, or the CPU) and the worker thread that serves the latest frame
+    of each of its cameras in turn."""
+
+    def __init__(self, detector: Detector, logger: RcutilsLogger, name: str = "dla_infer_worker") -> None:
+        self.detector = detector
+        self.fatal_error: BaseException | None = None
+        self._logger = logger
+        self.worker = FairFrameWorker(on_error=self._on_worker_error, name=name)
+
+    def start(self) -> None:
+        self.worker.start()
+
+    def _on_worker_error(self, exc: BaseException) -> bool:
+        if isinstance(exc, BackendError) and exc.stage == "execution":
+            # CUDA documents the process as inconsistent after a DLA fault: stop, exit non-zero, respawn
+            self._logger.fatal(f"accelerator fault, exiting: {exc}")
+            self.fatal_error = exc
+            return False
+        if isinstance(exc, DlaInferError):
+            self._logger.error(f"frame failed: {exc}", throttle_duration_sec=5.0)
+        else:  # a bug: keep serving, but show where it happened
+            self._logger.error("frame failed with an unexpected error:\n" + "".join(
+                traceback.format_exception(type(exc), exc, exc.__traceback__)), throttle_duration_sec=5.0)
+        return True
+
+    def close(self) -> bool:
+        """Stop the worker, then close the detector (and its backend). False if the worker did not stop
+        (the backend is then left to process exit: closing it under a running inference would be worse)."""
+        if not self.worker.stop(timeout=10.0):
+            return False
+        self.detector.close()
+        return True
+
+
 class FrameInference:
-    """Owns the worker thread and the detector; counts every frame's fate."""
+    """One camera's frames: its slot on a :class:`CoreService`, and every frame's fate counted.
+
+    Without ``service`` it makes and owns one of its own around ``detector`` (the single-camera node);
+    with one, ``detector`` is that service's and the service's owner starts and closes it."""
 
     def __init__(self, detector: Detector, msg_type: Any, compressed: bool, publish: Publish,
-                 logger: RcutilsLogger, max_input_pixels: int = DEFAULT_MAX_INPUT_PIXELS) -> None:
-        self.detector = detector
+                 logger: RcutilsLogger, max_input_pixels: int = DEFAULT_MAX_INPUT_PIXELS, *,
+                 service: CoreService | None = None, key: str = "camera") -> None:
+        self._owns = service is None
+        self.service = service if service is not None else CoreService(detector, logger)
+        self._key = key
         self._max_pixels = max_input_pixels
-        self.fatal_error: BaseException | None = None
         self._msg_type = msg_type
         self._compressed = compressed
         self._publish = publish
@@ -49,19 +100,27 @@ class FrameInference:
         self._published = 0
         self._detections = 0
         self._latency_s: deque[float] = deque(maxlen=512)
-        self._worker: LatestFrameWorker[tuple[bytes, float]] = LatestFrameWorker(
-            self._process, on_error=self._on_worker_error, name="dla_infer_worker")
+        self.service.worker.add_slot(key, self._process)
+
+    @property
+    def detector(self) -> Detector:
+        return self.service.detector
+
+    @property
+    def fatal_error(self) -> BaseException | None:
+        return self.service.fatal_error
 
     def start(self) -> None:
-        self._worker.start()
+        if self._owns:
+            self.service.start()
 
     def wait_idle(self, timeout: float) -> bool:
-        """Wait until the frame in hand (and one waiting) has been answered; True if idle in time."""
-        return self._worker.wait_idle(timeout)
+        """Wait until this camera's frame in hand (and one waiting) is answered; True if idle in time."""
+        return self.service.worker.wait_idle(timeout, self._key)
 
     def submit(self, raw: bytes) -> None:
         """Never blocks: the newest frame replaces one still waiting (counted as dropped)."""
-        self._worker.submit((raw, time.monotonic()))
+        self.service.worker.submit(self._key, (raw, time.monotonic()))
 
     def _frame(self, raw: bytes) -> tuple[np.ndarray, str, Header]:
         try:
@@ -92,22 +151,10 @@ class FrameInference:
             self._published += 1
             self._detections += len(dets)
 
-    def _on_worker_error(self, exc: BaseException) -> bool:
-        if isinstance(exc, BackendError) and exc.stage == "execution":
-            # CUDA documents the process as inconsistent after a DLA fault: stop, exit non-zero, respawn
-            self._logger.fatal(f"accelerator fault, exiting: {exc}")
-            self.fatal_error = exc
-            return False
-        if isinstance(exc, DlaInferError):
-            self._logger.error(f"frame failed: {exc}", throttle_duration_sec=5.0)
-        else:  # a bug: keep serving, but show where it happened
-            self._logger.error("frame failed with an unexpected error:\n" + "".join(
-                traceback.format_exception(type(exc), exc, exc.__traceback__)), throttle_duration_sec=5.0)
-        return True
-
     def counters(self) -> dict[str, Any]:
-        """Frame counters and node-internal latency (receive -> detections published)."""
-        s = self._worker.stats()
+        """Frame counters and node-internal latency (receive -> detections published) of this camera;
+        ``candidates_nonfinite`` is its detector's (shared by the cameras of one core)."""
+        s = self.service.worker.stats(self._key)
         with self._lock:
             lat = np.asarray(self._latency_s, dtype=np.float64) * 1e3
             out: dict[str, Any] = {"frames_in": s.submitted, "frames_processed": self._published,
@@ -119,9 +166,6 @@ class FrameInference:
         return out
 
     def close(self) -> bool:
-        """Stop the worker, then close the detector (and its backend). False if the worker did not stop
-        (the backend is then left to process exit: closing it under a running inference would be worse)."""
-        if not self._worker.stop(timeout=10.0):
-            return False
-        self.detector.close()
-        return True
+        """Stop the worker, then close the detector (and its backend), when this camera owns them; a shared
+        service is its owner's to close. False if the worker did not stop."""
+        return self.service.close() if self._owns else True

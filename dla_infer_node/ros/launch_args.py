@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from dla_infer_node.core.errors import DlaInferError
 
@@ -96,6 +97,27 @@ def namespace(value: str, name: str = "namespace") -> str:
         raise LaunchArgumentError(name, value, "empty (no namespace) or '/'-separated tokens of letters, "
                                   "digits and '_', each not starting with a digit")
     return "/" + ns if ns else ""
+
+
+def cameras(value: str, name: str = "cameras") -> dict[str, Any]:
+    """The node parameters of a camera list ``name[:topic],name[:topic],...``: ``cameras`` and each given
+    ``<name>.topic`` ({} for ''). A camera without a topic keeps the params file's (or '<name>/image')."""
+    out: dict[str, Any] = {}
+    names: list[str] = []
+    for entry in (e.strip() for e in value.split(",")):
+        if not entry:
+            continue
+        camera, _, topic = entry.partition(":")
+        camera = camera.strip()
+        if not _TOKEN.fullmatch(camera) or camera.startswith("_") or camera in names:
+            raise LaunchArgumentError(name, value, "comma-separated name[:topic] entries, each name "
+                                      "distinct, of letters, digits and '_' starting with a letter")
+        names.append(camera)
+        if topic.strip():
+            out[f"{camera}.topic"] = image_topic(topic, f"{name} ({camera})")
+    if names:
+        out[name] = names
+    return out
 
 
 def params_file(value: str, name: str = "params_file") -> str:

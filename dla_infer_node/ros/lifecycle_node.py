@@ -31,11 +31,11 @@ from typing import Any
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
 from dla_infer_node.core.errors import DlaInferError
-from dla_infer_node.core.settings import PARAMETERS, SPECS
+from dla_infer_node.core.settings import SPECS, camera_spec
 from dla_infer_node.ros.executors import NODE_NAME
 from dla_infer_node.ros.node_config import NodeConfig, validate_config
 from dla_infer_node.ros.node_process import run_node
-from dla_infer_node.ros.param_binding import declare_for_configure, given_value
+from dla_infer_node.ros.param_binding import declare_for_configure, declared_values, given_value
 from dla_infer_node.ros.parts import DetectorParts
 
 OK = TransitionCallbackReturn.SUCCESS
@@ -106,11 +106,11 @@ class DlaInferLifecycleNode(LifecycleNode):
 
     # ---- parts ------------------------------------------------------------------------------------------
     def _validated_config(self) -> NodeConfig:
-        return validate_config({p.name: self.get_parameter(p.name).value for p in PARAMETERS},
-                               check_files=True)
+        return validate_config(declared_values(self), check_files=True)
 
     def _refused_set(self, name: str) -> str | None:
-        if SPECS[name].read_only and self.parts.state != "unconfigured":
+        spec = SPECS.get(name) or camera_spec(name)
+        if spec is not None and spec.read_only and self.parts.state != "unconfigured":
             return (f"{name} is read at configure and the node is {self.parts.state}: cleanup, set it, then "
                     f"configure again")
         return None

@@ -62,9 +62,10 @@ class DlaInferNode(Node):
             self.destroy_node()
             raise
         self.classes = opened.classes
-        self.get_logger().info(
-            f"ready: backend={opened.backend_name} model={opened.model_name} classes={len(self.classes)} "
-            f"input={topic} ({self.config.qos_reliability}, depth {self.config.qos_depth})")
+        where = (f"cores={list(self.config.cores)} cameras: {topic}" if self.config.camera_configs
+                 else f"input={topic} ({self.config.qos_reliability}, depth {self.config.qos_depth})")
+        self.get_logger().info(f"ready: backend={opened.backend_name} model={opened.model_name} "
+                               f"classes={len(self.classes)} {where}")
 
     @property
     def fatal_error(self) -> BaseException | None:

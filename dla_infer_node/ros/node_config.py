@@ -12,14 +12,20 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from dla_infer_node.artifact.sidecar import default_sidecar
 from dla_infer_node.core.errors import ModelError, ParameterError
 from dla_infer_node.core.resources import find_model_file, metadata_for_model, model_dirs
-from dla_infer_node.core.settings import PARAMETERS, SHIPPED_MODEL, resolve_preprocess_device
+from dla_infer_node.core.settings import (
+    PARAMETERS,
+    SHIPPED_MODEL,
+    CameraConfig,
+    camera_configs,
+    resolve_preprocess_device,
+)
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,20 @@ class NodeConfig:
     input_loss_warn_ratio: float
     input_stall_periods: float
     executor: str
+    cameras: tuple[str, ...] = ()
+    dla_cores: tuple[int, ...] = ()
+    # the cameras with their settings resolved (empty for the single-camera node)
+    camera_configs: tuple[CameraConfig, ...] = ()
+
+    @property
+    def cores(self) -> tuple[int, ...]:
+        """The DLA cores (backends) this node opens: dla_cores, or dla_core alone."""
+        return self.dla_cores or (self.dla_core,)
+
+    def for_camera(self, camera: CameraConfig) -> NodeConfig:
+        """This configuration as one camera sees it: its transport, QoS and core in the node's fields."""
+        return replace(self, input_transport=camera.input_transport, qos_reliability=camera.qos_reliability,
+                       qos_depth=camera.qos_depth, dla_core=camera.dla_core)
 
 
 def shipped_model_path() -> Path:
@@ -88,6 +108,7 @@ def validate_config(values: Mapping[str, Any], *, check_files: bool = True) -> N
     v: dict[str, Any] = {}
     for spec in PARAMETERS:
         v[spec.name] = spec.validate(values.get(spec.name, spec.default))
+    v["camera_configs"] = camera_configs(values, v)
     # resolved here, so every later check sees a concrete device
     v["preprocess_device"] = resolve_preprocess_device(v["backend"], v["preprocess_device"])
     if not check_files:

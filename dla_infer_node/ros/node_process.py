@@ -21,6 +21,7 @@ from dla_infer_node.core.errors import DlaInferError, ModelError, ParameterError
 from dla_infer_node.core.stop_signals import stop_on_signals
 from dla_infer_node.ros.dds_shm import remove_orphans
 from dla_infer_node.ros.executors import executor_factory, shutdown_executor, try_shutdown
+from dla_infer_node.ros.frame_memory import keep_frame_buffers
 from dla_infer_node.ros.param_binding import params_file_problem
 
 try:  # Humble has it; keep a stand-in so an older/newer rclpy without it still imports
@@ -42,6 +43,7 @@ def run_node(name: str, make_node: Callable[[], N], executor_kind: Callable[[N],
     if problem:  # rcl would report it on several lines, without the column
         print(f"{name}: {problem}", file=sys.stderr)
         return 2
+    keep_frame_buffers()  # before the first frame: each frame's buffers reuse the last one's pages
     # before our own participant exists: what an earlier run killed hard (respawn after a crash) left in RAM
     orphans = remove_orphans()
     try:

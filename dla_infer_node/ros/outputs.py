@@ -17,19 +17,21 @@ from dla_infer_node.ros.qos import image_qos, latched_qos
 
 
 class DetectionOutputs:
-    """The output topics of one node (relative names, so a namespace moves them all)."""
+    """The output topics of one camera (relative names, so the node's namespace moves them all; a camera of
+    a multi-camera node has its own, ``<namespace>/detections`` ...)."""
 
     def __init__(self, node: Node, classes: Sequence[str], class_id_mode: str, threshold: float,
-                 debug_enabled: bool) -> None:
+                 debug_enabled: bool, namespace: str = "") -> None:
         self.classes = tuple(classes)
         self.debug_enabled = debug_enabled
         self.debug_images = 0
         self._class_id_mode = class_id_mode
         self._node = node
-        self._det_pub = node.create_publisher(Detection2DArray, "detections", 10)
-        self._label_pub = node.create_publisher(LabelInfo, "label_info", latched_qos())
+        prefix = f"{namespace}/" if namespace else ""
+        self._det_pub = node.create_publisher(Detection2DArray, prefix + "detections", 10)
+        self._label_pub = node.create_publisher(LabelInfo, prefix + "label_info", latched_qos())
         # an overlay is a sensor-style stream: best effort, never holding the worker back
-        self._debug_pub = node.create_publisher(Image, "debug_image", image_qos("best_effort", 1))
+        self._debug_pub = node.create_publisher(Image, prefix + "debug_image", image_qos("best_effort", 1))
         self.publish_label_info(threshold)
 
     def publish_label_info(self, threshold: float) -> None:

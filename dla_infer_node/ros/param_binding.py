@@ -11,6 +11,7 @@ callback.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,14 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from dla_infer_node.core.errors import ParameterError
-from dla_infer_node.core.settings import PARAMETERS, SPECS, ParamSpec, validate_value
+from dla_infer_node.core.settings import (
+    CAMERA_SPECS,
+    PARAMETERS,
+    SPECS,
+    ParamSpec,
+    camera_spec,
+    validate_value,
+)
 from dla_infer_node.core.yaml_file import read_yaml
 from dla_infer_node.ros.node_config import NodeConfig, validate_config
 
@@ -33,7 +41,8 @@ from dla_infer_node.ros.node_config import NodeConfig, validate_config
 _FOREIGN_PARAMETERS = ("use_sim_time", "start_type_description_service", "qos_overrides")
 _ROS_TYPES = {"string": ParameterType.PARAMETER_STRING, "integer": ParameterType.PARAMETER_INTEGER,
               "double": ParameterType.PARAMETER_DOUBLE, "bool": ParameterType.PARAMETER_BOOL,
-              "string_array": ParameterType.PARAMETER_STRING_ARRAY}
+              "string_array": ParameterType.PARAMETER_STRING_ARRAY,
+              "integer_array": ParameterType.PARAMETER_INTEGER_ARRAY}
 
 
 def descriptor(spec: ParamSpec, read_only: bool | None = None, ranged: bool = True) -> ParameterDescriptor:
@@ -61,10 +70,19 @@ def given_parameters(node: Node) -> dict[str, Any]:
     # rclpy keeps the -p / params-file values here until a parameter is declared (Humble..Kilted);
     # reading them first lets the whole set be validated, with one clear line, before declaring
     overrides = getattr(node, "_parameter_overrides", {})
-    unknown = sorted(n for n in overrides if n not in SPECS and not n.startswith(_FOREIGN_PARAMETERS))
+    given = overrides.get("cameras")
+    cameras = set(given.value) if given is not None and isinstance(given.value, (list, tuple)) else set()
+    ours = {n for n in overrides if n in SPECS or (camera_spec(n) and n.rpartition(".")[0] in cameras)}
+    unknown = sorted(n for n in overrides if n not in ours and not n.startswith(_FOREIGN_PARAMETERS))
     if unknown:
-        node.get_logger().warning(f"ignoring unknown parameter(s) {unknown}; known: {sorted(SPECS)}")
-    return {name: p.value for name, p in overrides.items() if name in SPECS}
+        node.get_logger().warning(f"ignoring unknown parameter(s) {unknown}; known: {sorted(SPECS)} and, for "
+                                  f"each name in cameras, <name>.{{{','.join(CAMERA_SPECS)}}}")
+    return {name: overrides[name].value for name in ours}
+
+
+def declared_values(node: Node) -> dict[str, Any]:
+    """The current values of our declared parameters, the cameras' own included (what configure reads)."""
+    return {name: p.value for name, p in node._parameters.items() if name in SPECS or camera_spec(name)}
 
 
 def declare_parameters(node: Node, *, check_files: bool,
@@ -73,8 +91,10 @@ def declare_parameters(node: Node, *, check_files: bool,
     one with its validated, resolved value, and route live changes to ``on_change``."""
     config = validate_config(given_parameters(node), check_files=check_files)
     # declared with the validated, resolved value (e.g. the shipped model's absolute path, a threshold
-    # given as the integer 1 widened to 1.0), so `ros2 param get` shows what is used
-    _declare(node, {spec.name: getattr(config, spec.name) for spec in PARAMETERS}, on_change, descriptor)
+    # given as the integer 1 widened to 1.0, a camera's topic and core): `ros2 param get` shows what is used
+    values = {spec.name: getattr(config, spec.name) for spec in PARAMETERS}
+    values.update({f"{c.name}.{key}": getattr(c, key) for c in config.camera_configs for key in CAMERA_SPECS})
+    _declare(node, values, on_change, descriptor)
     return config
 
 
@@ -87,7 +107,9 @@ def declare_for_configure(node: Node, *, on_change: Callable[[dict[str, Any]], N
     given = given_parameters(node)
     # no ranges in the descriptors: rclpy would refuse to declare a value out of range, which then
     # could not be seen or set right; every set is still checked against the row's range (on_set)
-    _declare(node, {spec.name: given.get(spec.name, spec.default) for spec in PARAMETERS}, on_change,
+    values = {spec.name: given.get(spec.name, spec.default) for spec in PARAMETERS}
+    values.update({name: value for name, value in given.items() if camera_spec(name)})  # the given cameras'
+    _declare(node, values, on_change,
              lambda spec: descriptor(spec, read_only=spec.name == "executor", ranged=False), refuse)
 
 
@@ -99,7 +121,7 @@ def _declare(node: Node, values: Mapping[str, Any], on_change: Callable[[dict[st
     def on_set(parameters: list[Parameter]) -> SetParametersResult:
         changed: dict[str, Any] = {}
         for p in parameters:
-            if p.name in SPECS:
+            if p.name in SPECS or camera_spec(p.name):
                 reason = refuse(p.name)
                 if reason:
                     return SetParametersResult(successful=False, reason=reason)
@@ -118,10 +140,10 @@ def _declare(node: Node, values: Mapping[str, Any], on_change: Callable[[dict[st
                 if p.name in SPECS and SPECS[p.name].type == "double" and p.type_ == Parameter.Type.INTEGER
                 else p for p in parameters]
 
-    for spec in PARAMETERS:
-        value = values[spec.name]
-        node.declare_parameter(spec.name, list(value) if isinstance(value, tuple) else value,
-                               describe(spec), ignore_override=True)
+    for name, value in values.items():  # the table's rows, then the cameras' own ("<camera>.<key>")
+        spec = SPECS.get(name) or replace(CAMERA_SPECS[name.rpartition(".")[2]], name=name)
+        node.declare_parameter(name, list(value) if isinstance(value, tuple) else value, describe(spec),
+                               ignore_override=True)
     # after declaring: rclpy runs these callbacks for declarations too, which are no changes
     if hasattr(node, "add_pre_set_parameters_callback"):  # Iron and later; on Humble on_set widens
         node.add_pre_set_parameters_callback(widen)

@@ -14,6 +14,9 @@ Both node kinds drive one :class:`DetectorParts`: the plain node (``node.py``) c
   other-transport hint.
 - deactivate: the subscription first (no new frame), the frame in hand answered, then the outputs.
 - cleanup: deactivate, worker stopped, detector and backend closed, input watch closed.
+
+With ``cameras`` the same phases run over a :class:`~dla_infer_node.ros.camera_parts.CameraSet`: one
+backend per DLA core, each camera with its own subscription, slot, outputs and status.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -35,8 +38,9 @@ from dla_infer_node.core.backend import Backend
 from dla_infer_node.core.detections import Detections
 from dla_infer_node.core.model_meta import ModelMetadata
 from dla_infer_node.core.pipeline import Detector
+from dla_infer_node.ros.camera_parts import CameraSet
 from dla_infer_node.ros.diagnostics import DiagnosticsReporter, StatusSource
-from dla_infer_node.ros.inference import FrameInference
+from dla_infer_node.ros.inference import FrameInference, apply_to_detector
 from dla_infer_node.ros.input_subscription import InputWatch
 from dla_infer_node.ros.node_config import NodeConfig, load_labels
 from dla_infer_node.ros.outputs import DetectionOutputs
@@ -122,10 +126,13 @@ class DetectorParts:
         self._debug_image = False  # the live value; outputs made at activate start from it
         self._past: dict[str, int] = dict.fromkeys(_COUNTS, 0)
         self._fatal: BaseException | None = None
+        self._cameras: CameraSet | None = None  # several cameras: they replace the single-camera parts
 
     # ---- the transitions --------------------------------------------------------------------------------
     def configure(self, config: NodeConfig, injected: Injected | None = None) -> OpenedDetector:
         """Open the backend and make the worker; on any failure everything made so far is released."""
+        if config.camera_configs:
+            return self._configure_cameras(config, injected)
         opened = open_detector(config, injected)
         self.config, self.opened = config, opened
         self._debug_image = config.debug_image
@@ -146,8 +153,26 @@ class DetectorParts:
         self.state = "inactive"
         return opened
 
+    def _configure_cameras(self, config: NodeConfig, injected: Injected | None) -> OpenedDetector:
+        def open_core(core: int) -> tuple[Detector, OpenedDetector]:  # an injected backend serves every core
+            opened = open_detector(replace(config, dla_core=core), injected)
+            return opened.detector, opened
+
+        self._cameras = CameraSet(self._node, config, open_core)
+        assert isinstance(self._cameras.opened, OpenedDetector)
+        self.config, self.opened = config, self._cameras.opened
+        self.state = "inactive"
+        return self.opened
+
     def activate(self) -> str:
-        """Outputs, then the subscription; returns the resolved input topic."""
+        """Outputs, then the subscription; returns the resolved input topic (with several cameras, each
+        camera's topic, core and QoS)."""
+        if self._cameras is not None:
+            topics = self._cameras.activate()
+            self.state = "active"
+            return ", ".join(f"{c.camera.name}={t} (core {c.camera.dla_core}, {c.config.qos_reliability}, "
+                             f"depth {c.config.qos_depth})" for c, t in zip(self._cameras.cameras, topics,
+                                                                          strict=True))
         assert self.config is not None and self.opened is not None and self._watch is not None
         cfg = self.config
         with self._outputs_lock:
@@ -163,6 +188,8 @@ class DetectorParts:
 
     def deactivate(self) -> None:
         """The subscription first (no new frame), the frame in hand answered, then the outputs."""
+        if self._cameras is not None:
+            self._cameras.deactivate()
         if self._sub is not None:
             self._node.destroy_subscription(self._sub)
             self._sub = None
@@ -184,6 +211,10 @@ class DetectorParts:
     def cleanup(self) -> None:
         """Everything the transitions made, released in reverse order. Idempotent."""
         self.deactivate()
+        if self._cameras is not None:
+            self._fatal = self._cameras.fatal_error
+            self._cameras.close()
+            self._cameras = None
         if self._inference is not None:
             self._fatal = self._inference.fatal_error
             counts = self._inference.counters()
@@ -215,14 +246,10 @@ class DetectorParts:
         """Validated live parameter changes, applied to whatever exists now (and kept for what comes)."""
         if "debug_image" in values:
             self._debug_image = bool(values["debug_image"])
+        if self._cameras is not None:
+            self._cameras.apply(values)
         if self._inference is not None:
-            detector = self._inference.detector
-            if "confidence_threshold" in values:
-                detector.conf_threshold = values["confidence_threshold"]
-            if "nms_iou_threshold" in values:
-                detector.iou_threshold = values["nms_iou_threshold"]
-            if "max_detections" in values:
-                detector.max_detections = values["max_detections"]
+            apply_to_detector(self._inference.detector, values)
         with self._outputs_lock:
             if self._outputs is not None:
                 self._outputs.debug_enabled = self._debug_image
@@ -234,10 +261,15 @@ class DetectorParts:
 
     @property
     def fatal_error(self) -> BaseException | None:
+        if self._cameras is not None:
+            return self._cameras.fatal_error
         return self._inference.fatal_error if self._inference is not None else self._fatal
 
     def counters(self) -> dict[str, Any]:
-        """Frame counters summed over configure cycles; node-internal latency of the current one."""
+        """Frame counters summed over configure cycles; node-internal latency of the current one. With
+        several cameras, the current cameras' sum and each camera's under ``cameras``."""
+        if self._cameras is not None:
+            return self._cameras.counters()
         live = self._inference.counters() if self._inference is not None else {}
         out: dict[str, Any] = {k: self._past[k] + int(live.get(k, 0)) for k in _COUNTS}
         out["latency_ms_p50"] = live.get("latency_ms_p50", 0.0)

@@ -17,6 +17,7 @@ RUN_BY = {
     ("README.md", "## Running the node"): ["docs/ros/test_readme_run_node.py"],
     ("README.md", "## Large images over DDS"): ["docs/ros/test_readme_large_images.py"],
     ("README.md", "## Replaying bags"): ["docs/ros/test_readme_replay.py"],
+    ("README.md", "## Several cameras"): ["docs/ros/test_readme_cameras.py"],
     ("models/README.md", "## Bring your own model (graph side)"): ["docs/ros/test_byom_guide.py"],
     ("models/README.md", "### 1. Calibrate (int8) and convert (fp16)"): ["docs/test_models_guide.py"],
     ("models/README.md", "### 2. Compile"): ["docs/test_models_guide.py"],

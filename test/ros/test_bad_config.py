@@ -82,6 +82,8 @@ PARAM_ROWS: dict[str, Callable[[dict[str, Path]], tuple[Any, dict[str, Any]]]] =
     "debug_image": lambda f: ("yes", {}),
     "diagnostics_period": lambda f: (-1.0, {}),
     "executor": lambda f: ("multi", {}),
+    "cameras": lambda f: (["front", "front"], {}),
+    "dla_cores": lambda f: ([0, 2], {}),
 }
 
 

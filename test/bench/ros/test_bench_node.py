@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 
 def test_one_short_round_writes_a_complete_result(tmp_path: Path, ros_env: dict[str, str]) -> None:
     out = tmp_path / "node.json"
@@ -43,8 +45,39 @@ def test_one_short_round_writes_a_complete_result(tmp_path: Path, ros_env: dict[
     assert len(added["p50_per_round"]) == 1 and math.isfinite(added["p50"])
     by_order = result["added_ms_by_transport_order"]
     assert by_order["node_first"]["frames"] + by_order["bare_first"]["frames"] == frames["both"]
-    assert set(result["pass"]) == {"throughput", "added_latency"}
+    assert set(result["pass"]) == {"throughput", "added_latency", "cpu_ratio"}
     assert "added per frame p50" in proc.stdout and str(out) in proc.stdout
+
+
+def test_camera_setting_reports_cpu_per_frame_of_node_and_bare_subscriber(tmp_path: Path,
+                                                                         ros_env: dict[str, str]) -> None:
+    """--camera: 30 Hz best effort with the shipped DDS profile in every process; the CPU section holds
+    both processes' CPU per frame from their own accounting, their ratio and the node's breakdown."""
+    out = tmp_path / "node_camera.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "dla_infer_node.bench.node", "--camera", "--rounds", "1", "--duration", "3",
+         "--warmup", "1", "--out", str(out)], env=ros_env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    assert result["stream"]["rate_hz"] == 30.0 and result["stream"]["qos"] == "best_effort depth 1"
+    assert result["stream"]["dds_profile"] == "config/fastdds_large_images.xml"
+    cpu = result["cpu_per_frame"]
+    for side in ("node", "bare"):
+        assert cpu[side]["frames"] >= 2 and cpu[side]["ms_per_frame"] > 0
+        assert cpu[side]["ms_per_frame"] == pytest.approx(cpu[side]["user_ms"] + cpu[side]["system_ms"])
+        assert "MainThread" in cpu[side]["threads_ms_per_frame"]  # the executor thread, in both
+    ratio = cpu["node"]["ms_per_frame"] / cpu["bare"]["ms_per_frame"]
+    assert cpu["ratio_node_to_bare"] == pytest.approx(ratio)
+    assert "dla_infer_worker" in cpu["node"]["threads_ms_per_frame"]
+    # every stage of the node's path was timed on every frame it answered (the zero-cost backend has no
+    # GPU copy or wait of its own)
+    stages = cpu["stages_us"]
+    for stage in ("callback", "header_parse_view", "detect", "backend_infer", "publish"):
+        assert stages[stage]["calls"] >= result["frames"]["node_detections"] > 0, stage
+    assert "backend_copy_to_gpu" not in stages and cpu["breakdown_us_per_frame"]["copy_to_gpu"] == 0
+    assert set(result["pass"]) == {"throughput", "added_latency", "cpu_ratio"}
+    assert result["targets"]["added_ms_p50_max"] == 0.8
+    assert "CPU per frame: node" in proc.stdout
 
 
 def test_a_role_that_ignores_sigint_is_killed_with_its_stacks_in_its_log(tmp_path: Path) -> None:

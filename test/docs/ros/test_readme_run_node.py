@@ -9,8 +9,6 @@ parameter the command sets, and stop with exit code 0 on SIGINT (Ctrl-C).
 from __future__ import annotations
 
 import itertools
-import re
-import shlex
 import signal
 import subprocess
 import sys
@@ -18,18 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from _node_helpers import REPO, RosProbe
+from _node_helpers import REPO, RosProbe, readme_command
 
 pytest.importorskip("rclpy", reason="rclpy not importable: run the node tests in the project .venv")
-
-
-def readme_command() -> list[str]:
-    readme = (REPO / "README.md").read_text()
-    section = re.search(r"^## Running the node\n(.*?)(?=^## )", readme, flags=re.S | re.M)
-    assert section, "README.md has no '## Running the node' section"
-    lines = [ln for ln in section.group(1).splitlines() if ln.startswith(".venv/bin/dla_infer_node ")]
-    assert len(lines) == 1, f"expected one `.venv/bin/dla_infer_node` command, found {lines}"
-    return shlex.split(lines[0])
 
 
 def wait_for(log: Path, proc: subprocess.Popen[bytes], needle: str, timeout: float) -> str:
@@ -47,7 +36,7 @@ def wait_for(log: Path, proc: subprocess.Popen[bytes], needle: str, timeout: flo
 
 def test_the_venv_command_starts_the_node_and_sigint_stops_it(tmp_path: Path,
                                                               ros_env: dict[str, str]) -> None:
-    cmd = readme_command()
+    cmd = readme_command("Running the node")
     assert cmd[0] == ".venv/bin/dla_infer_node"
     script = Path(sys.prefix) / "bin" / "dla_infer_node"
     if not script.exists():

@@ -47,6 +47,19 @@ def test_exit_reasons() -> None:
     assert "signal 9" in str(launch_args.exit_reason("n", -9))
 
 
+def test_camera_list_becomes_the_node_parameters() -> None:
+    assert launch_args.cameras("") == {}
+    assert launch_args.cameras("front:/front/image_raw, rear ,left:left/image/") == {
+        "cameras": ["front", "rear", "left"], "front.topic": "/front/image_raw", "left.topic": "left/image"}
+
+
+@pytest.mark.parametrize("given", ["front,front", "1cam", "_x", "a b", "front:/bad topic"])
+def test_bad_camera_lists_are_refused_in_one_line(given: str) -> None:
+    with pytest.raises(LaunchArgumentError) as err:
+        launch_args.cameras(given)
+    assert "cameras" in str(err.value) and "\n" not in str(err.value)
+
+
 @pytest.mark.parametrize("given", ["/nonexistent.yaml", "", " ", "/tmp"])
 def test_a_params_file_that_is_not_there_is_refused_in_one_line(given: str) -> None:
     with pytest.raises(LaunchArgumentError) as err:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -138,16 +139,65 @@ def test_labels(tmp_path: Path) -> None:
         node_config.load_labels(str(f), 3)
 
 
-@pytest.mark.parametrize("name", ["cpu_demo.yaml", "orin_dla.yaml"])
+def _flat(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A parameters file's nesting as ROS reads it: {"front": {"topic": x}} is "front.topic"."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _tupled(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+
+
+@pytest.mark.parametrize("name", ["cpu_demo.yaml", "orin_dla.yaml", "orin_dla_four_cameras.yaml"])
 def test_config_files_mirror_the_table(name: str) -> None:
     doc = yaml.safe_load((REPO / "config" / name).read_text())
-    values = doc["/**"]["ros__parameters"]
-    assert set(values) == set(settings.SPECS), set(values) ^ set(settings.SPECS)
+    values = _flat(doc["/**"]["ros__parameters"])
+    # every parameter of the table, and every camera parameter of each camera named
+    expected = set(settings.SPECS) | {f"{c}.{k}" for c in values["cameras"] for k in settings.CAMERA_SPECS}
+    assert set(values) == expected, set(values) ^ expected
     for key, value in values.items():
         settings.validate_value(key, tuple(value) if isinstance(value, list) else value)
         # ROS parameter types are strict: a YAML int for a double parameter would be rejected by rclpy
-        if settings.SPECS[key].type == "double":
+        spec = settings.SPECS.get(key) or settings.camera_spec(key)
+        assert spec is not None
+        if spec.type == "double":
             assert isinstance(value, float), key
+    node_config.validate_config(_tupled(values), check_files=False)
+
+
+def test_four_camera_example_uses_both_cores() -> None:
+    doc = yaml.safe_load((REPO / "config" / "orin_dla_four_cameras.yaml").read_text())
+    cfg = node_config.validate_config(_tupled(_flat(doc["/**"]["ros__parameters"])), check_files=False)
+    assert [c.name for c in cfg.camera_configs] == ["front", "rear", "left", "right"]
+    assert [c.dla_core for c in cfg.camera_configs] == [0, 1, 0, 1]  # two pinned, two round robin
+    assert cfg.cores == (0, 1) and cfg.backend == "cudla"
+    assert cfg.camera_configs[2].input_transport == "compressed"
+
+
+def test_camera_parameters_round_robin_defaults_and_errors() -> None:
+    given = {"cameras": ("a", "b", "c"), "dla_cores": (1, 0), "qos_depth": 2, "b.qos_depth": 7,
+             "c.input_transport": "compressed"}
+    cfg = node_config.validate_config(given, check_files=False)
+    a, b, c = cfg.camera_configs
+    assert (a.dla_core, b.dla_core, c.dla_core) == (1, 0, 1)  # in dla_cores' order, least loaded first
+    assert (a.topic, a.qos_depth, b.qos_depth) == ("a/image", 2, 7)  # the node's value unless its own
+    assert c.topic == "c/image/compressed"
+    assert cfg.for_camera(c).input_transport == "compressed" and cfg.for_camera(b).qos_depth == 7
+    single = node_config.validate_config({}, check_files=False)
+    assert single.camera_configs == () and single.cores == (0,)
+    for bad, name in (({"cameras": ("a", "a")}, "cameras"), ({"cameras": ("1a",)}, "cameras"),
+                      ({"dla_cores": (0, 0)}, "dla_cores"), ({"dla_cores": (2,)}, "dla_cores"),
+                      ({"cameras": ("a",), "a.dla_core": 1}, "a.dla_core"),
+                      ({"cameras": ("a",), "a.qos_depth": 0}, "a.qos_depth")):
+        with pytest.raises(ParameterError) as err:
+            node_config.validate_config(bad, check_files=False)
+        assert err.value.name == name and "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("name", ["cpu_demo.yaml", "orin_dla.yaml"])

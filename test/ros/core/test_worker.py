@@ -76,3 +76,37 @@ def test_stop_is_idempotent_and_drops_pending() -> None:
     assert w.stats().processed == 1
     unstarted: LatestFrameWorker[int] = LatestFrameWorker(lambda _i: None)
     assert unstarted.stop()
+
+
+def test_fair_worker_serves_slots_in_turn_so_a_busy_camera_cannot_starve_another() -> None:
+    """Three cameras on one worker: while it is busy, camera a sends five frames, b and c one each; then
+    b and c are served before a's newest (round robin from the slot after the one served last)."""
+    from dla_infer_node.ros.worker import FairFrameWorker
+
+    seen: list[str] = []
+    first = threading.Event()
+    release = threading.Event()
+
+    def process(item: str) -> None:
+        if not seen:
+            first.set()
+            release.wait(5)
+        seen.append(item)
+
+    w = FairFrameWorker(name="fair-test")
+    for key in ("a", "b", "c"):
+        w.add_slot(key, process)
+    w.start()
+    w.submit("a", "a0")
+    assert first.wait(5)
+    for i in range(1, 6):
+        w.submit("a", f"a{i}")
+    w.submit("b", "b0")
+    w.submit("c", "c0")
+    release.set()
+    assert w.wait_idle(5)
+    assert seen == ["a0", "b0", "c0", "a5"]
+    a, b = w.stats("a"), w.stats("b")
+    assert (a.submitted, a.processed, a.dropped) == (6, 2, 4)
+    assert (b.submitted, b.processed, b.dropped) == (1, 1, 0)
+    assert w.stop()

@@ -1,0 +1,61 @@
+"""The CPU probe of the node benchmark: per-thread CPU from /proc, the stream window, per-frame figures."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from dla_infer_node.bench import cpu_probe
+
+
+def _burn(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_threads_are_named_and_their_cpu_counted() -> None:
+    worker = threading.Thread(target=_burn, args=(0.3,), name="probe_burner")
+    worker.start()
+    before = cpu_probe.thread_cpu_s()
+    deadline = time.monotonic() + 10
+    while not before.get("probe_burner") and worker.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)  # the kernel counts in clock ticks (10 ms): until the burner has had one
+        before = cpu_probe.thread_cpu_s()
+    worker.join()
+    _burn(0.05)
+    after = cpu_probe.thread_cpu_s()
+    assert "MainThread" in after and after["MainThread"] >= before.get("MainThread", 0.0)
+    assert "probe_burner" in before  # a live Python thread is reported under its Python name
+    assert before["probe_burner"] > 0.0
+
+
+def test_window_runs_from_the_first_frame_to_the_final_count() -> None:
+    def sample(t: float, frames: int, cpu: float) -> dict[str, object]:
+        return {"t": t, "frames": frames, "user": cpu, "system": cpu / 10, "excluded": 0.0, "minflt": 0,
+                "threads": {"MainThread": cpu, "dds.shm": cpu / 10}}
+
+    samples = [sample(0.0, 0, 5.0),  # start-up: before the window
+               sample(1.0, 1, 5.1), sample(2.0, 31, 5.4), sample(3.0, 61, 5.7),
+               sample(4.0, 61, 5.75), sample(5.0, 61, 9.0)]  # idle tail, then teardown: after it
+    total = cpu_probe.window_totals(samples)
+    assert total["frames"] == 60 and total["seconds"] == pytest.approx(2.0)
+    assert total["user"] == pytest.approx(0.6) and total["threads"]["MainThread"] == pytest.approx(0.6)
+    pf = cpu_probe.per_frame(cpu_probe.pool([total, total]))
+    assert pf["frames"] == 120 and pf["ms_per_frame"] == pytest.approx(1e3 * 2 * (0.6 + 0.06) / 120)
+    assert pf["core_percent"] == pytest.approx(100 * 2 * 0.66 / 4.0)
+    assert cpu_probe.window_totals(samples[:2])["frames"] == 0  # fewer than two frames: no window
+
+
+def test_stage_clock_times_calls_by_thread_cpu() -> None:
+    clock = cpu_probe.StageClock()
+    burn = clock.wrap("burn", _burn)
+    sleep = clock.wrap("sleep", time.sleep)
+    for _ in range(12):
+        burn(0.002)
+        sleep(0.002)  # waiting costs no CPU
+    stats = cpu_probe.stage_us(clock.snapshot())
+    assert stats["burn"]["calls"] == 12 and stats["burn"]["p50"] >= 1500
+    assert stats["sleep"]["p50"] < stats["burn"]["p50"] / 4
