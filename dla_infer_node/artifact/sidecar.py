@@ -13,7 +13,7 @@ tensors use or how to decode its outputs, so a sidecar file next to it does. Sid
       tensorrt_version: "10.3.0"
       command: "trtexec --onnx=model.onnx --useDLACore=0 --int8 --buildDLAStandalone
                 --inputIOFormats=int8:dla_hwc4 --outputIOFormats=fp16:chw16 --saveEngine=model.loadable"
-      working_directory: /home/me/project   # where the command ran (its paths are relative to it)
+      working_directory: /opt/robot/models  # where the command ran (its paths are relative to it)
       built_from: {path: ..., sha256: ...}       # dla_build records file paths relative to the sidecar,
       precision_source: {kind: ..., path: ...}   # so the folder can be copied with its loadable
     tensors:
