@@ -310,3 +310,15 @@ def readme_command(section: str, prefix: str = ".venv/bin/dla_infer_node ") -> l
     lines = [ln for ln in found.group(1).splitlines() if ln.startswith(prefix)]
     assert len(lines) == 1, f"expected one `{prefix.strip()}` command, found {lines}"
     return shlex.split(lines[0])
+
+
+def as_sourced_ros(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with ROS_DISTRO as a sourced install of this venv's ROS 2 would set it: the README recipes
+    pick the Fast DDS profile variable by it. The project's Kilted venv leaves it unset (as the README
+    says, and the recipes' default then is Kilted's name); the Jazzy CI venv stands for a sourced Jazzy."""
+    from dla_infer_node.ros import launch_args  # here: core tests import this module without ROS
+
+    out = {k: v for k, v in env.items() if k != "ROS_DISTRO"}
+    if launch_args.profile_env_names(out) != (launch_args.DDS_PROFILE_ENV,):
+        out["ROS_DISTRO"] = "jazzy"
+    return out

@@ -110,7 +110,8 @@ def test_single_camera_parameters_unchanged(node_runner: NodeRunner, probe: RosP
 
     node = node_runner.start({"qos_reliability": "reliable"})
     assert probe.spin_until(lambda: probe.node.count_publishers(f"{node.namespace}/detections") > 0, 90)
-    assert probe.node.count_subscribers(f"{node.namespace}/image") == 1
+    # the graph learns of the subscription and the publisher separately: wait for it too
+    assert probe.spin_until(lambda: probe.node.count_subscribers(f"{node.namespace}/image") == 1, 30)
     assert probe.node.count_publishers(f"{node.namespace}/front/detections") == 0
     del Detection2DArray
     start = time.monotonic()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _node_helpers import REPO
+from _node_helpers import REPO, as_sourced_ros
 
 from dla_infer_node.ros import launch_args
 
@@ -122,8 +122,7 @@ def test_profile_export_and_run_start_the_node_with_the_large_segment(tmp_path: 
     pytest.importorskip("rclpy", reason="rclpy not importable: run in the project .venv")
     lines = _bash_lines()
     run = next(ln for ln in lines if ln.startswith(NODE_CMD))
-    env = {k: v for k, v in ros_env.items() if not k.endswith("_DEFAULT_PROFILES_FILE")}
-    env.pop("ROS_DISTRO", None)  # the venv's Kilted, as the text says
+    env = as_sourced_ros({k: v for k, v in ros_env.items() if not k.endswith("_DEFAULT_PROFILES_FILE")})
     profile_vars = _profile_vars(env)
     assert list(profile_vars) == list(launch_args.profile_env_names(env)), profile_vars  # only that name
     assert Path(next(iter(profile_vars.values()))).is_file(), profile_vars

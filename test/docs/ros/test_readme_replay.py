@@ -23,7 +23,7 @@ import pytest
 rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable (run the tests in the project .venv)")
 
 import numpy as np  # noqa: E402
-from _node_helpers import NodeRunner, RosProbe, diag_values  # noqa: E402
+from _node_helpers import NodeRunner, RosProbe, as_sourced_ros, diag_values  # noqa: E402
 from rclpy.serialization import serialize_message  # noqa: E402
 from sensor_msgs.msg import Image  # noqa: E402
 
@@ -98,7 +98,7 @@ def test_a_raw_image_bag_arrives_whole_only_with_the_profile(tmp_path: Path, ros
     script = _section_scripts("Replaying bags")[1]
     assert "my_raw_bag" in script and "_DEFAULT_PROFILES_FILE=" in script
     _raw_bag(tmp_path / "my_raw_bag", 20)
-    env = {k: v for k, v in ros_env.items() if not k.endswith("_DEFAULT_PROFILES_FILE") and k != "ROS_DISTRO"}
+    env = as_sourced_ros({k: v for k, v in ros_env.items() if not k.endswith("_DEFAULT_PROFILES_FILE")})
     assert _frames_in(_run_as_written(script, tmp_path, env)) == 20
     # and what the text says happens without it: the same lines less the profile lose frames
     without = "\n".join(line for line in script.splitlines() if "DDS_VAR" not in line)
