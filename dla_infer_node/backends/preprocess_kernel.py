@@ -1,6 +1,7 @@
 """The fused preprocessing kernel: CUDA C source, its parameter block, and the host-side tap tables.
 
-Kept free of CUDA imports so that CI (no GPU) can test the arithmetic and compile the source with nvcc.
+Kept free of CUDA imports so that CI (no GPU) can test the arithmetic, compile the source with nvcc and
+run it on the host (``test/backends/test_gpu_preprocess_cpu.py``).
 
 Why the resize looks like this: the CPU path resizes uint8 frames with ``cv2.resize(INTER_LINEAR)``, which
 for 8-bit images runs in fixed point and rounds to uint8 *before* normalisation; a float bilinear kernel
@@ -22,10 +23,17 @@ CPU path fills its padding. fp16 is round-to-nearest-even; int8 is ``clamp(rint(
 division in float32, as ``tensor_format.pack`` does. The tables are computed here, on the host, once per
 frame geometry, so the kernel does no floating-point index arithmetic at all.
 
-Camera encodings are read as they come, in the same pass: each of the four taps of an output sample is
-converted to 8-bit RGB where it is read, exactly as cv_bridge converts the whole frame before the CPU
-path resizes it, so the result is the same bytes with no RGB frame in between. One kernel per source
-family (``FAMILIES``) in each module:
+How the work is split: a thread owns a chunk of an item's first surface (``CHUNK_BYTES``) and writes it
+in every surface of the item, so in a linear tensor one thread computes all three channels of its pixels
+and stores them to the three planes: each output pixel's source pixels are read and converted once, not
+once per plane. A tap of weight 0 adds nothing to OpenCV's sum, so it is not read (at an exact integer
+ratio, e.g. 1080p -> 640x360, every second tap in both directions has weight 0); skipping it leaves the
+result bit for bit the same.
+
+Camera encodings are read as they come, in the same pass: each tap of an output sample is converted to
+8-bit RGB where it is read, exactly as cv_bridge converts the whole frame before the CPU path resizes it,
+so the result is the same bytes with no RGB frame in between. One kernel per source family
+(``FAMILIES``) in each module:
 
 - 16-bit RGB/BGR(A)/mono: ``(v + 128) / 257`` per sample (cv_bridge's ``convertTo`` by 255/65535 rounds
   to nearest and never meets a tie), big-endian samples byte-swapped first;
@@ -36,7 +44,7 @@ family (``FAMILIES``) in each module:
   from one 4x4 window of samples; 16-bit mosaics are demosaiced in 16 bit, then scaled, as cv_bridge does.
 
 All three match OpenCV bit for bit (``test/backends/test_gpu_preprocess_cpu.py`` checks the numpy twins
-below against ``cv2.cvtColor``; the GPU tests check the kernel itself).
+below against ``cv2.cvtColor`` and runs the kernel source on the host; the GPU tests run it on a GPU).
 """
 
 from __future__ import annotations
@@ -222,7 +230,8 @@ __device__ __forceinline__ int3 packed_pixel(const PackParams& p, const unsigned
             const int v = to8(load16(q, p.swap));
             return make_int3(v, v, v);
         }
-        return make_int3(to8(load16(q + s0, p.swap)), to8(load16(q + s1, p.swap)), to8(load16(q + s2, p.swap)));
+        return make_int3(to8(load16(q + s0, p.swap)), to8(load16(q + s1, p.swap)),
+                         to8(load16(q + s2, p.swap)));
     }
 }
 
@@ -276,76 +285,83 @@ __device__ __forceinline__ int bayer_site(int code, int x, int y) {
 
 // The four taps' RGB. OpenCV demosaics rows/columns 1..size-2 and copies them onto the border, i.e. a
 // border pixel takes the value of the nearest interior one; frames narrower or lower than 3 are zeros.
-// Adjacent taps share one 4x4 window of samples (16 loads instead of 36); a second tap of weight 0 (col1,
-// row1 false) is neither loaded nor demosaiced: 9 loads and one demosaic when both are.
-template <int SRC>
-__device__ __forceinline__ void bayer_taps(const PackParams& p, int4 xt, int4 yt, bool col1, bool row1,
-                                           int3 t[4]) {
+// Adjacent taps share one 4x4 window of samples (16 loads instead of 36); without the second column
+// (COL1) and row (ROW1) it is 3x3 and one demosaic.
+template <int SRC, bool COL1, bool ROW1>
+__device__ __forceinline__ void bayer_taps(const PackParams& p, int4 xt, int4 yt, int3 t[4]) {
     const int W = p.src_w, H = p.src_h;
-    t[0] = t[1] = t[2] = t[3] = make_int3(0, 0, 0);
-    if (W < 3 || H < 3) return;
+    if (W < 3 || H < 3) {
+        t[0] = t[1] = t[2] = t[3] = make_int3(0, 0, 0);
+        return;
+    }
     const int x0 = min(max(xt.x, 1), W - 2), x1 = min(max(xt.y, 1), W - 2);
     const int y0 = min(max(yt.x, 1), H - 2), y1 = min(max(yt.y, 1), H - 2);
     int win[4][4];
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
+    for (int r = 0; r < (ROW1 ? 4 : 3); ++r) {
         const int yy = min(y0 - 1 + r, H - 1);
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            const bool need = (r < 3 || row1) && (c < 3 || col1);
-            win[r][c] = need ? bayer_load<SRC>(p, min(x0 - 1 + c, W - 1), yy) : 0;
-        }
+        for (int c = 0; c < (COL1 ? 4 : 3); ++c) win[r][c] = bayer_load<SRC>(p, min(x0 - 1 + c, W - 1), yy);
     }
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
+    for (int j = 0; j < (ROW1 ? 2 : 1); ++j) {
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            if ((i == 0 || col1) && (j == 0 || row1)) {
-                int w[3][3];
+        for (int i = 0; i < (COL1 ? 2 : 1); ++i) {
+            int w[3][3];
 #pragma unroll
-                for (int r = 0; r < 3; ++r) {
+            for (int r = 0; r < 3; ++r) {
 #pragma unroll
-                    for (int c = 0; c < 3; ++c) w[r][c] = win[j + r][i + c];
-                }
-                const int x = x0 + i, y = y0 + j;
-                int3 v = demosaic(w, bayer_site(p.bayer, x, y), bayer_site(p.bayer, x + 1, y));
-                if (SRC == SRC_BAYER16) v = make_int3(to8(v.x), to8(v.y), to8(v.z));  // demosaic, then scale
-                t[2 * j + i] = v;
+                for (int c = 0; c < 3; ++c) w[r][c] = win[j + r][i + c];
             }
+            const int x = x0 + i, y = y0 + j;
+            int3 v = demosaic(w, bayer_site(p.bayer, x, y), bayer_site(p.bayer, x + 1, y));
+            if (SRC == SRC_BAYER16) v = make_int3(to8(v.x), to8(v.y), to8(v.z));  // demosaic, then scale
+            t[2 * j + i] = v;
         }
     }
     // a tap clamped onto its neighbour (x1 == x0 or y1 == y0) repeats it
-    if (x1 == x0) { t[1] = t[0]; t[3] = t[2]; }
-    if (y1 == y0) { t[2] = t[0]; t[3] = t[1]; }
+    if (COL1 && x1 == x0) { t[1] = t[0]; t[3] = t[2]; }
+    if (ROW1 && y1 == y0) { t[2] = t[0]; t[3] = t[1]; }
 }
 
-// The resampled value of each model channel (0-2) of one output pixel, every family. A tap whose weight is
-// 0 adds nothing to OpenCV's sum, so it is not read (at integer ratios such as 1080p -> 640x360 every
-// second tap has weight 0): the result is the same bytes with a quarter of the reads and conversions.
+// The tap pixel at column tap x, row tap y: packed families take byte offsets, the others pixel indices.
+template <int SRC>
+__device__ __forceinline__ int3 tap_pixel(const PackParams& p, int x, int y) {
+    if (SRC == SRC_PACKED8 || SRC == SRC_PACKED16) return packed_pixel<SRC>(p, p.src + y + x);
+    return yuv_pixel<SRC>(p, x, y);
+}
+
+// OpenCV's resample of one output pixel from the taps it weights: without the second column (COL1 false:
+// its weight is 0) or row (ROW1), those taps are neither read nor converted and count as 0, which is what
+// they add to OpenCV's sum. The result is the same bytes.
+template <int SRC, bool COL1, bool ROW1>
+__device__ __forceinline__ int3 resample(const PackParams& p, int4 xt, int4 yt) {
+    int3 t[4];
+    t[1] = t[2] = t[3] = make_int3(0, 0, 0);
+    if (SRC == SRC_BAYER8 || SRC == SRC_BAYER16) {
+        bayer_taps<SRC, COL1, ROW1>(p, xt, yt, t);
+    } else {
+        t[0] = tap_pixel<SRC>(p, xt.x, yt.x);
+        if (COL1) t[1] = tap_pixel<SRC>(p, xt.y, yt.x);
+        if (ROW1) t[2] = tap_pixel<SRC>(p, xt.x, yt.y);
+        if (COL1 && ROW1) t[3] = tap_pixel<SRC>(p, xt.y, yt.y);
+    }
+    return make_int3(lerp2(t[0].x, t[1].x, t[2].x, t[3].x, xt, yt),
+                     lerp2(t[0].y, t[1].y, t[2].y, t[3].y, xt, yt),
+                     lerp2(t[0].z, t[1].z, t[2].z, t[3].z, xt, yt));
+}
+
+// The resampled value of each model channel (0-2) of one output pixel, every family. A second tap of weight
+// 0 is skipped (at an exact integer ratio such as 1080p -> 640x360 both are, and one tap is read instead
+// of four); each case is its own straight code, so the general one keeps its registers.
 template <int SRC>
 __device__ __forceinline__ int3 sample_pixel(const PackParams& p, int4 xt, int4 yt) {
-    const bool col1 = xt.w != 0, row1 = yt.w != 0;
-    int3 t[4];
-    if (SRC == SRC_BAYER8 || SRC == SRC_BAYER16) {
-        bayer_taps<SRC>(p, xt, yt, col1, row1, t);
-    } else if (SRC == SRC_PACKED8 || SRC == SRC_PACKED16) {
-        const unsigned char* r0 = p.src + yt.x;
-        const unsigned char* r1 = p.src + yt.y;
-        const int3 z = make_int3(0, 0, 0);
-        t[0] = packed_pixel<SRC>(p, r0 + xt.x);
-        t[1] = col1 ? packed_pixel<SRC>(p, r0 + xt.y) : z;
-        t[2] = row1 ? packed_pixel<SRC>(p, r1 + xt.x) : z;
-        t[3] = col1 && row1 ? packed_pixel<SRC>(p, r1 + xt.y) : z;
+    int3 v;
+    if (yt.w != 0) {
+        v = xt.w != 0 ? resample<SRC, true, true>(p, xt, yt) : resample<SRC, false, true>(p, xt, yt);
     } else {
-        const int3 z = make_int3(0, 0, 0);
-        t[0] = yuv_pixel<SRC>(p, xt.x, yt.x);
-        t[1] = col1 ? yuv_pixel<SRC>(p, xt.y, yt.x) : z;
-        t[2] = row1 ? yuv_pixel<SRC>(p, xt.x, yt.y) : z;
-        t[3] = col1 && row1 ? yuv_pixel<SRC>(p, xt.y, yt.y) : z;
+        v = xt.w != 0 ? resample<SRC, true, false>(p, xt, yt) : resample<SRC, false, false>(p, xt, yt);
     }
-    const int3 v = make_int3(lerp2(t[0].x, t[1].x, t[2].x, t[3].x, xt, yt),
-                             lerp2(t[0].y, t[1].y, t[2].y, t[3].y, xt, yt),
-                             lerp2(t[0].z, t[1].z, t[2].z, t[3].z, xt, yt));
     if (SRC == SRC_PACKED8 || SRC == SRC_PACKED16) return v;  // already in model order (src_off)
     return make_int3(pick3(v, p.src_off[0]), pick3(v, p.src_off[1]), pick3(v, p.src_off[2]));
 }
@@ -558,7 +574,8 @@ def chunk_plan(elem_size: int, channels_per_atom: int, chunk_bytes: int) -> tupl
     whole = epc >= channels_per_atom  # whole atoms (pixels) per chunk, else part of one atom
     fits = epc % channels_per_atom == 0 if whole else epc >= MAX_CHANNELS
     if not fits or STRIDE_ALIGN % chunk_bytes:
-        raise ValueError(f"chunk of {chunk_bytes} bytes does not fit atoms of {channels_per_atom} x {elem_size}")
+        raise ValueError(f"chunk of {chunk_bytes} bytes does not fit atoms of {channels_per_atom} x "
+                         f"{elem_size} bytes")
     pixels, slots = (epc // channels_per_atom, channels_per_atom) if whole else (1, epc)
     return pixels, slots, 3 if channels_per_atom == 1 else 1
 
@@ -575,7 +592,7 @@ def thread_span(size: int, n: int, groups: int, surface: int, batch: int) -> tup
 
 
 def launch_geometry(work: int, chunk_bytes: int) -> tuple[int, int]:
-    """``(blocks, threads)`` covering ``work`` thread bytes (:func:`thread_span`) with one chunk per thread."""
+    """``(blocks, threads)``: one chunk per thread over ``work`` thread bytes (:func:`thread_span`)."""
     chunks = -(-int(work) // chunk_bytes)
     return max(1, -(-chunks // BLOCK_THREADS)), BLOCK_THREADS
 

@@ -5,6 +5,8 @@
   ``pack_chunk``) equals the CPU reference ``Preprocessor`` + ``tensor_format.pack`` byte for byte, for
   every format, dtype, encoding, odd sizes and padded descriptors.
 - The ctypes parameter block matches the CUDA struct (nvcc, when installed), and the source compiles.
+- The CUDA source itself, compiled for the host (a C++ compiler and a few stand-ins for CUDA built-ins) and
+  run thread by thread, writes the bytes of cv_bridge + the CPU path for every family and layout.
 - Layouts, scales and frames the GPU path cannot take fail before any CUDA call.
 - Every other encoding (16-bit RGB/BGR(A)/mono in either byte order, YUYV/UYVY, NV12/NV21, Bayer 8/16):
   the kernel's reading of the staged bytes, driven by the parameter block alone, is what cv_bridge gives
@@ -55,8 +57,9 @@ def _padded(layout: TensorLayout, tight: bool = False) -> TensorLayout:
     surface2 = line2 * layout.h + 128
     batch2 = surface2 * planes + 256
     last = (layout.n - 1) * batch2 + (planes - 1) * surface2 + (layout.h - 1) * line2 + layout.w * a
+    size = last if tight else batch2 * layout.n + 40
     return TensorLayout.from_descriptor(layout.format, layout.dtype, layout.n, layout.c, layout.h, layout.w,
-                                        (a, line2, surface2, batch2), last if tight else batch2 * layout.n + 40)
+                                        (a, line2, surface2, batch2), size)
 
 
 def emulate_kernel(img: np.ndarray, encoding: str, spec: InputSpec, layout: TensorLayout,
@@ -96,7 +99,7 @@ def _emulate_threads(q: np.ndarray, p: pk.PackParams, es: int, cpg: int, size: i
     buffer exactly once and none past it.
     """
     cb = pk.CHUNK_BYTES[(es, cpg)]
-    pixels, slots, surfaces = pk.chunk_plan(es, cpg, cb)
+    _, slots, surfaces = pk.chunk_plan(es, cpg, cb)
     blocks, threads = pk.launch_geometry(p.work, cb)
     v = np.arange(0, blocks * threads * cb, cb, dtype=np.int64)
     v = v[v < p.work]
@@ -117,8 +120,8 @@ def _emulate_threads(q: np.ndarray, p: pk.PackParams, es: int, cpg: int, size: i
     for g in range(min(surfaces, p.groups)):
         ch = g * cpg + i % slots
         ok = real[:, None] & (x < p.w) & (ch < min(3, p.c))
-        bits = np.where(ok, q[np.minimum(ch, p.c - 1), np.minimum(y, p.h - 1)[:, None], np.minimum(x, p.w - 1)],
-                        0)
+        at = (np.minimum(ch, p.c - 1), np.minimum(y, p.h - 1)[:, None], np.minimum(x, p.w - 1))
+        bits = np.where(ok, q[at], 0)
         chunks.append((base + g * p.surface, bits))
     out = np.zeros(size, np.uint8)
     count = np.zeros(size, np.int64)
@@ -211,7 +214,7 @@ def test_each_output_pixel_is_converted_by_one_thread(fmt: str, dtype: str) -> N
     layout = TensorLayout.dense(fmt, dtype, 1, 3, 640, 640)
     p = gpp.static_params(_spec(640, 640), layout, SCALE)
     cb = pk.CHUNK_BYTES[(layout.elem_size, layout.vector)]
-    pixels, slots, surfaces = pk.chunk_plan(layout.elem_size, layout.vector, cb)
+    pixels, _, surfaces = pk.chunk_plan(layout.elem_size, layout.vector, cb)
     real_chunks = p.work // max(cb, layout.vector * layout.elem_size)  # chw: one chunk of each atom is real
     assert real_chunks * pixels == 640 * 640
     assert surfaces == (3 if fmt == "linear" else 1) and p.work * surfaces == layout.size
@@ -472,7 +475,9 @@ struct alignas(16) uint4 { unsigned int x, y, z, w; };
 inline int3 make_int3(int x, int y, int z) { return {x, y, z}; }
 inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
 inline uint2 make_uint2(unsigned int x, unsigned int y) { return {x, y}; }
-inline uint4 make_uint4(unsigned int x, unsigned int y, unsigned int z, unsigned int w) { return {x, y, z, w}; }
+inline uint4 make_uint4(unsigned int x, unsigned int y, unsigned int z, unsigned int w) {
+    return {x, y, z, w};
+}
 template <class T> inline T __ldg(const T* p) { return *p; }
 inline unsigned int __umulhi(unsigned int a, unsigned int b) { return (unsigned int)((1ull * a * b) >> 32); }
 inline int min(int a, int b) { return a < b ? a : b; }
@@ -560,9 +565,11 @@ def run_on_host(libs: dict[tuple[int, int], ctypes.CDLL], frame: np.ndarray, enc
 def test_kernel_source_run_on_the_host_equals_cv_bridge_then_cpu_pack(
         host_kernels: dict[tuple[int, int], ctypes.CDLL], fmt: str, dtype: str) -> None:
     rng = np.random.default_rng(hash((fmt, dtype, "host")) % 2**32)
-    # 192x108 -> 64x64 is the 1080p -> 640 ratio (every second tap of weight 0); the others are not
-    cases = [((64, 64), (192, 108), "dense"), ((67, 45), (132, 76), "padded"), ((33, 35), (40, 32), "tight"),
-             ((16, 16), (6, 4), "dense"), ((16, 16), (2, 2), "tight")]
+    # 192x108 -> 64x64 is the 1080p -> 640 ratio (every second tap of weight 0); 130x192 and 192x130 have it
+    # in one direction only; the others in neither
+    cases = [((64, 64), (192, 108), "dense"), ((64, 64), (130, 192), "padded"), ((64, 64), (192, 130), "dense"),
+             ((67, 45), (132, 76), "padded"), ((33, 35), (40, 32), "tight"), ((16, 16), (6, 4), "dense"),
+             ((16, 16), (2, 2), "tight")]
     for i, encoding in enumerate([*ENCODINGS, *NEW_ENCODINGS]):
         for k, ((dw, dh), (sw, sh), variant) in enumerate(cases):
             if not encodings.lookup(encoding).fits(sw, sh):
