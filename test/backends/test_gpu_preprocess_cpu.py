@@ -567,9 +567,9 @@ def test_kernel_source_run_on_the_host_equals_cv_bridge_then_cpu_pack(
     rng = np.random.default_rng(hash((fmt, dtype, "host")) % 2**32)
     # 192x108 -> 64x64 is the 1080p -> 640 ratio (every second tap of weight 0); 130x192 and 192x130 have it
     # in one direction only; the others in neither
-    cases = [((64, 64), (192, 108), "dense"), ((64, 64), (130, 192), "padded"), ((64, 64), (192, 130), "dense"),
-             ((67, 45), (132, 76), "padded"), ((33, 35), (40, 32), "tight"), ((16, 16), (6, 4), "dense"),
-             ((16, 16), (2, 2), "tight")]
+    cases = [((64, 64), (192, 108), "dense"), ((64, 64), (130, 192), "padded"),
+             ((64, 64), (192, 130), "dense"), ((67, 45), (132, 76), "padded"), ((33, 35), (40, 32), "tight"),
+             ((16, 16), (6, 4), "dense"), ((16, 16), (2, 2), "tight")]
     for i, encoding in enumerate([*ENCODINGS, *NEW_ENCODINGS]):
         for k, ((dw, dh), (sw, sh), variant) in enumerate(cases):
             if not encodings.lookup(encoding).fits(sw, sh):
