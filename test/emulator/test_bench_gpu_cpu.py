@@ -51,6 +51,16 @@ def test_frame_layouts_and_chunk_bytes_reach_the_kernel_part(tmp_path: Path,
     assert _main(tmp_path, monkeypatch)["kernel"]["chunk_bytes"]["2x1"] == 4  # the shipped choice
 
 
+def test_source_rows_the_kernel_reads() -> None:
+    """1080p -> 640x360 reads every third row (one tap row of non-zero weight); Bayer's 3x3 windows take
+    every row; NV12 adds the chroma rows of the luma rows read; 720p -> 640x360 (2:1) reads every row."""
+    assert gpu.source_row_bytes("rgb8", 1920, 1080) == 360 * 1920 * 3
+    assert gpu.source_row_bytes("bgra16", 1920, 1080) == 360 * 1920 * 8
+    assert gpu.source_row_bytes("bayer_rggb8", 1920, 1080) == 1080 * 1920
+    assert gpu.source_row_bytes("nv12", 1920, 1080) == (360 + 360) * 1920  # chroma rows (3d + 1) // 2
+    assert gpu.source_row_bytes("yuyv", 1280, 720) == 720 * 1280 * 2
+
+
 @pytest.mark.parametrize("argv,needle", [(["--frame", "1280"], "WxH"),
                                          (["--layouts", "linear/int16"], "not among"),
                                          (["--chunk-bytes", "2x4=4"], "does not fit"),
