@@ -1,5 +1,5 @@
 """Cameras that publish YUYV, NV12, Bayer and 16-bit frames, replayed from bags through the node over DDS:
-the bags, the replay and the checks, shared by the CPU suite (test/ros/test_node_encodings.py: ONNX Runtime)
+the bags, the replay and the tests, shared by the CPU suite (test/ros/test_node_encodings.py: ONNX Runtime)
 and the GPU machine's (test_gpu_node/test_node_encodings_gpu.py: backend cudla with the fused GPU kernel,
 on the DLA EMULATOR).
 
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from _node_helpers import REPO, NodeRunner, replay_until_settled
 
 CAMERAS = ("yuyv", "nv12", "bayer_rggb8")
@@ -146,8 +147,10 @@ def _same(got: tuple[np.ndarray, list[str]], twin: tuple[np.ndarray, list[str]],
     np.testing.assert_allclose(got[0], twin[0], atol=1.0, err_msg=what)
 
 
-def check_camera_bag(answered: Mapping[str, Any], encoding: str) -> None:
-    """The camera's bag was answered frame by frame as its twin's."""
+# The tests both suites run: a test module imports them (pytest collects them there) and defines the
+# fixture ``answered``, :func:`answer_bags`' result for its node.
+@pytest.mark.parametrize("encoding", CAMERAS)
+def test_camera_bag_is_answered_as_its_rgb8_twin(answered: dict[str, Any], encoding: str) -> None:
     got, twin = answered[encoding], answered[f"{encoding}_rgb8_twin"]
     # reliable input at half the recorded rate: the worker may still skip a frame on a loaded machine
     assert len(got) >= FRAMES - 1 and len(twin) >= FRAMES - 1, (len(got), len(twin))
@@ -158,14 +161,13 @@ def check_camera_bag(answered: Mapping[str, Any], encoding: str) -> None:
     assert sum(len(got[s][1]) for s in both) > 0
 
 
-def check_only_the_odd_frame_refused(log: str) -> None:
-    refusals = [line for line in log.splitlines() if "dropped an unusable frame" in line]
-    assert len(refusals) == 1, log
+def test_only_the_frame_that_fits_no_layout_is_refused_with_its_reason(answered: dict[str, Any]) -> None:
+    refusals = [line for line in answered["log"].splitlines() if "dropped an unusable frame" in line]
+    assert len(refusals) == 1, answered["log"]
     assert "320x239 frame with step 320 does not fit: nv12 needs an even width and height" in refusals[0]
 
 
-def check_every_other_encoding(answered: Mapping[str, Any]) -> None:
-    """Each frame of the mixed bag that was answered, as its twin was; every encoding compared."""
+def test_every_other_encoding_is_answered_as_its_rgb8_twin(answered: dict[str, Any]) -> None:
     stamps, got = answered["mixed_stamps"], answered["mixed"]
     frames: dict[int, dict[str, Any]] = {}
     for stamp, (kind, pair) in stamps.items():
