@@ -60,8 +60,10 @@ def test_four_cameras_one_node_two_emulated_dla_cores(tmp_path: Path, ros_env: d
         published = {c: json.loads((tmp_path / f"{c}.json").read_text())["published"] for c in SEEDS}
         statuses = statuses_by_name(diagnostics)
         per = {c: statuses.get(f"{ns}/dla_infer_node: {c}", {}) for c in SEEDS}
-        print(f"published {published}, answered {({c: len(v) for c, v in got.items()})}, "
-              f"statuses {per}")
+        shown = ("dla_core", "frames_in", "frames_processed", "frames_dropped")
+        for c in SEEDS:  # the run's figures (shown with pytest -s, or when the test fails)
+            print(f"{c}: published {published[c]}, answered {len(got[c])}, "
+                  f"status { {k: per[c].get(k) for k in shown} }")
         for camera, seed in SEEDS.items():
             truth = Counter(CLASS_NAMES[i] for i in generate_scene(seed, 320, 240).class_ids)
             answers = [Counter(from_detection_array(m)[1]) for m in got[camera]]
