@@ -429,7 +429,8 @@ def open_cudla_backend(settings: Any) -> tuple[CudlaBackend, ModelMetadata]:
     if settings.metadata_path:
         _check_same_model(artifact.metadata, load_metadata(settings.metadata_path))
     LOG.info("artifact: %s", artifact.summary())
-    backend = CudlaBackend(artifact, dla_core=settings.dla_core, preprocess_device=settings.preprocess_device)
+    backend = CudlaBackend(artifact, dla_core=settings.dla_core, preprocess_device=settings.preprocess_device,
+                           frames_in_flight=settings.frames_in_flight)
     return backend, artifact.metadata
 
 

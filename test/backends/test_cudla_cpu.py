@@ -511,3 +511,18 @@ def test_cpu_input_path_fills_a_camera_frame_as_its_rgb8_twin(encoding: str) -> 
         filled.append(cuda.mem[dst][:layout.size].copy())
         path.close()
     assert np.array_equal(filled[0], filled[1])
+
+
+def test_frames_in_flight_setting_and_detector(tmp_path: Path) -> None:
+    """The node's frames_in_flight (1 or 2) reaches the backend's buffer sets and the Detector's depth; a
+    third is refused by the settings row; the onnxruntime backend is one frame at a time."""
+    from dla_infer_node.backends.factory import BackendSettings
+    from dla_infer_node.core.pipeline import Detector
+
+    _, cudla, cuda, art = rig(tmp_path)
+    for n in (1, 2):
+        be = CudlaBackend(art, cudla_module=cudla, cuda=cuda, frames_in_flight=n)
+        assert Detector(be, art.metadata).frames_in_flight == n == len(be._sets)
+        be.close()
+    with pytest.raises(ParameterError, match=r"frames_in_flight.*\[1, 2\]"):
+        BackendSettings(backend="cudla", loadable_path=str(art.loadable_path), frames_in_flight=3).validate()
