@@ -267,6 +267,39 @@ class RosProbe:
             else self.rclpy.shutdown(context=self.context)
 
 
+def start_cameras(folder: Path, env: Mapping[str, str], namespace: str, rates: Mapping[str, float],
+                  seconds: float, seeds: Mapping[str, int] | None = None, width: int = 320, height: int = 240,
+                  ) -> dict[str, subprocess.Popen[bytes]]:
+    """One camera process per camera of ``rates`` (``bench.camera_roles camera``, started once a
+    subscriber matched) on ``<namespace>/<camera>/image``: the generated scene of its seed (default 1, 2,
+    ... in camera order), ``width`` x ``height`` rgb8 at its rate, best effort, for ``seconds``; its output
+    in ``<folder>/<camera>.log``, what it published in ``<folder>/<camera>.json``."""
+    seeds = seeds or {camera: seed for seed, camera in enumerate(rates, start=1)}
+    procs = {}
+    for camera, rate in rates.items():
+        with open(folder / f"{camera}.log", "wb") as log:
+            procs[camera] = subprocess.Popen(
+                [sys.executable, "-m", "dla_infer_node.bench.camera_roles", "camera",
+                 "--topic", f"{namespace}/{camera}/image", "--width", str(width), "--height", str(height),
+                 "--rate", str(rate), "--duration", str(seconds), "--seed", str(seeds[camera]),
+                 "--result", str(folder / f"{camera}.json")],
+                env=dict(env), cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    return procs
+
+
+def end_cameras(procs: Mapping[str, subprocess.Popen[bytes]]) -> None:
+    """Kill the camera processes of :func:`start_cameras` still running (only those, by their handle)."""
+    for p in procs.values():
+        if p.poll() is None:
+            p.kill()
+        p.wait(10)
+
+
+def statuses_by_name(diagnostics: list[Any]) -> dict[str, dict[str, str]]:
+    """name -> key/values of every status in collected DiagnosticArrays (the latest of each name)."""
+    return {s.name: {kv.key: kv.value for kv in s.values} for m in diagnostics for s in m.status}
+
+
 def image_msg(image: np.ndarray, encoding: str, sec: int, frame_id: str = "cam", pad: int = 0) -> Any:
     """A sensor_msgs/Image of ``image`` (already in ``encoding``'s channel order), rows padded by ``pad``."""
     from sensor_msgs.msg import Image

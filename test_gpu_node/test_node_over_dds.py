@@ -8,7 +8,6 @@ vision_msgs for the machine's Python from wheels carried from the CPU machine.""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -45,21 +44,11 @@ def write_bag(path: Path) -> Counter[str]:
     return truth
 
 
-def env(domain: int) -> dict[str, str]:
-    return dict(os.environ, ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
-                PYTHONPATH=f"{ROOT}:{os.environ.get('PYTHONPATH', '')}")
-
-
-def test_node_with_cudla_backend_answers_a_replayed_bag(tmp_path: Path) -> None:
-    arts = subprocess.run([sys.executable, "-m", "emulator.network_build", "--out", str(tmp_path / "art"),
-                           "--precision", "fp16", "--input", "hwc4", "--output", "chw16"],
-                          cwd=ROOT, env=env(0), capture_output=True, text=True, timeout=300)
-    assert arts.returncode == 0, arts.stderr
-    sidecar = Path(arts.stdout.split()[-1])
+def test_node_with_cudla_backend_answers_a_replayed_bag(tmp_path: Path, ros_env: dict[str, str],
+                                                        emulated_loadable: Path) -> None:
     bag = tmp_path / "camera.mcap"
     truth_classes = write_bag(bag)
-    loadable = sidecar.with_name(sidecar.name.removesuffix(".yaml"))
-    e = env(71)
+    loadable, e = emulated_loadable, ros_env
     log = tmp_path / "node.log"
     procs: list[subprocess.Popen[bytes]] = []
     try:

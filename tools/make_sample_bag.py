@@ -77,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--encoding", default="", help="raw Image frames in this ROS encoding instead of JPEG")
     ap.add_argument("--rgb8-twin", action="store_true",
                     help="with --encoding: the rgb8 frames cv_bridge makes of that encoding's frames")
+    ap.add_argument("--compression", choices=("zstd", "lz4", "none"), default="zstd",
+                    help="MCAP chunk compression (none: readable without the zstandard package)")
     args = ap.parse_args(argv)
     if args.rgb8_twin and not args.encoding:
         ap.error("--rgb8-twin needs --encoding")
@@ -88,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     frames: list[dict[str, Any]] = []
     n_objects: list[int] = []
     topic = RAW_TOPIC if args.encoding else TOPIC
-    with BagWriter(args.out, overwrite=True, ros_distro="jazzy") as bag:
+    with BagWriter(args.out, compression=args.compression, overwrite=True, ros_distro="jazzy") as bag:
         bag.add_topic(topic, f"sensor_msgs/msg/{'Image' if args.encoding else 'CompressedImage'}",
                       qos=[CAMERA_QOS])
         for i in range(args.frames):

@@ -136,11 +136,11 @@ class GpuInputPath(SizedInputPath):
             raise ParameterError("max_width/max_height", (max_width, max_height), "positive integers")
         self._max_w, self._max_h = int(max_width), int(max_height)
         self.variant = (layout.elem_size, layout.vector)
-        self.grid, self.block = pk.launch_geometry(layout.size, pk.CHUNK_BYTES[self.variant])
         self._ytab_off = input_spec.width * 16
         self._table_bytes = -(-(input_spec.width + input_spec.height) * 16 // TABLE_ALIGN) * TABLE_ALIGN
         self.staging_bytes = self._table_bytes + self._max_w * self._max_h * 8  # 8: rgba16/bgra16
         self._params = static_params(input_spec, layout, int8_scale)
+        self.grid, self.block = pk.launch_geometry(self._params.work, pk.CHUNK_BYTES[self.variant])
         self._argv = (ctypes.c_void_p * 1)(ctypes.addressof(self._params))
         self._geometry: tuple[int, int, str, bool] | None = None
         self._lb: Letterbox | None = None

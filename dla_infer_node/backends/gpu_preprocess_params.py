@@ -170,11 +170,11 @@ def static_params(spec: InputSpec, layout: TensorLayout, int8_scale: float | Non
     p = pk.PackParams()
     p.size = layout.size
     p.line, p.surface, p.batch = layout.strides[1], layout.strides[2], layout.strides[3]
-    p.line_m, p.line_s = pk.divisor_magic(layout.strides[1])
-    p.surface_m, p.surface_s = pk.divisor_magic(layout.strides[2])
-    p.batch_m, p.batch_s = pk.divisor_magic(layout.strides[3])
     p.n, p.h, p.w, p.c = layout.n, layout.h, layout.w, layout.c
     p.groups = {"linear": layout.c, "hwc4": 1}.get(layout.format, -(-layout.c // layout.vector))
+    p.span, p.work = pk.thread_span(layout.size, layout.n, p.groups, p.surface, p.batch)
+    p.line_m, p.line_s = pk.divisor_magic(p.line)
+    p.span_m, p.span_s = pk.divisor_magic(p.span)
     for k, (mean, std) in enumerate(zip(spec.mean, spec.std, strict=True)):
         p.alpha[k] = np.float32(1.0 / std)  # what cv2.addWeighted gets from the CPU path
         p.gamma[k] = np.float32(-mean / std)
@@ -193,6 +193,7 @@ def set_geometry(p: pk.PackParams, spec: InputSpec, lb: Letterbox, encoding: str
         p.src_off[k] = off
     p.src_w, p.src_h = lb.src_w, lb.src_h
     p.src_step = source_tables(fmt, lb.src_w)[2]
+    p.src_px = fmt.channels * fmt.sample_bytes if fmt.packed else 0
     p.swap = int(big_endian and fmt.sample_bytes == 2)
     for k, off in enumerate(fmt.yuv_off):
         p.yuv_off[k] = off

@@ -32,6 +32,7 @@ class OnnxRuntimeBackend:
     """Loads an ONNX model, checks it against the metadata, runs frames. Construction = load."""
 
     name = "onnxruntime"
+    preprocess_device = "cpu"  # always: the input tensor is made on the host
 
     def __init__(
         self,

@@ -1,6 +1,7 @@
 """The fused preprocessing kernel: CUDA C source, its parameter block, and the host-side tap tables.
 
-Kept free of CUDA imports so that CI (no GPU) can test the arithmetic and compile the source with nvcc.
+Kept free of CUDA imports so that CI (no GPU) can test the arithmetic, compile the source with nvcc and
+run it on the host (``test/backends/test_gpu_preprocess_cpu.py``).
 
 Why the resize looks like this: the CPU path resizes uint8 frames with ``cv2.resize(INTER_LINEAR)``, which
 for 8-bit images runs in fixed point and rounds to uint8 *before* normalisation; a float bilinear kernel
@@ -22,10 +23,17 @@ CPU path fills its padding. fp16 is round-to-nearest-even; int8 is ``clamp(rint(
 division in float32, as ``tensor_format.pack`` does. The tables are computed here, on the host, once per
 frame geometry, so the kernel does no floating-point index arithmetic at all.
 
-Camera encodings are read as they come, in the same pass: each of the four taps of an output sample is
-converted to 8-bit RGB where it is read, exactly as cv_bridge converts the whole frame before the CPU
-path resizes it, so the result is the same bytes with no RGB frame in between. One kernel per source
-family (``FAMILIES``) in each module:
+How the work is split: a thread owns a chunk of an item's first surface (``CHUNK_BYTES``) and writes it
+in every surface of the item, so in a linear tensor one thread computes all three channels of its pixels
+and stores them to the three planes: each output pixel's source pixels are read and converted once, not
+once per plane. A tap of weight 0 adds nothing to OpenCV's sum, so it is not read (at an exact integer
+ratio, e.g. 1080p -> 640x360, every second tap in both directions has weight 0); skipping it leaves the
+result bit for bit the same.
+
+Camera encodings are read as they come, in the same pass: each tap of an output sample is converted to
+8-bit RGB where it is read, exactly as cv_bridge converts the whole frame before the CPU path resizes it,
+so the result is the same bytes with no RGB frame in between. One kernel per source family
+(``FAMILIES``) in each module:
 
 - 16-bit RGB/BGR(A)/mono: ``(v + 128) / 257`` per sample (cv_bridge's ``convertTo`` by 255/65535 rounds
   to nearest and never meets a tie), big-endian samples byte-swapped first;
@@ -36,7 +44,7 @@ family (``FAMILIES``) in each module:
   from one 4x4 window of samples; 16-bit mosaics are demosaiced in 16 bit, then scaled, as cv_bridge does.
 
 All three match OpenCV bit for bit (``test/backends/test_gpu_preprocess_cpu.py`` checks the numpy twins
-below against ``cv2.cvtColor``; the GPU tests check the kernel itself).
+below against ``cv2.cvtColor`` and runs the kernel source on the host; the GPU tests run it on a GPU).
 """
 
 from __future__ import annotations
@@ -58,21 +66,23 @@ KERNEL_NAME = "dla_pack"  # the packed 8-bit family (rgb8, bgr8, rgba8, bgra8, m
 FAMILIES = ("packed8", "packed16", "yuv422", "nv", "bayer8", "bayer16")
 KERNEL_NAMES: dict[str, str] = {f: KERNEL_NAME if f == "packed8" else f"{KERNEL_NAME}_{f}" for f in FAMILIES}
 PACKED_FAMILIES = ("packed8", "packed16")
-# (element bytes, channels per pixel atom) -> bytes each thread writes. Instantiated for linear (1),
-# hwc4 (C' = 1 is addressed like a one-plane linear tensor, C' = 4), chw16 (fp16), chw32 (int8).
-# Chunks hold about 4 real elements: with 16-byte chunks everywhere the linear and hwc4 kernels had too
-# few threads to hide latency on an H200 (linear int8 reached 22 % of copy bandwidth); chw chunks are
-# mostly pad channels, so they stay 16 bytes wide.
+# (element bytes, channels per pixel atom) -> bytes each thread writes per surface. Instantiated for linear
+# (1), hwc4 (C' = 1 is addressed like a one-plane linear tensor, C' = 4), chw16 (fp16), chw32 (int8).
+# A linear thread writes its chunk in each of the three planes, so its chunk holds 2 pixels (6 elements in
+# all, one conversion per pixel). hwc4 chunks hold 1-2 pixels: with 16-byte chunks everywhere the linear
+# and hwc4 kernels had too few threads to hide latency on an H200 (linear int8 reached 22 % of copy
+# bandwidth); chw chunks are mostly pad channels, so they stay 16 bytes wide.
 CHUNK_BYTES: dict[tuple[int, int], int] = {
-    (2, 1): 8, (1, 1): 4, (2, 4): 8, (1, 4): 8, (2, 16): 16, (1, 32): 16,
+    (2, 1): 4, (1, 1): 2, (2, 4): 8, (1, 4): 8, (2, 16): 16, (1, 32): 16,
 }
 VARIANTS = tuple(CHUNK_BYTES)
 
 KERNEL_SOURCE = r"""
 // Fused source conversion + letterbox + bilinear resize + channel order + normalisation + fp16/int8 + DLA
-// layout. Each thread writes one aligned chunk of the destination; chunks that fall on row pads, pad
-// channels, surface/batch slack or the tail are written as zeros, so no byte of the buffer is left stale.
-// Written for NVRTC: no headers.
+// layout. Each thread owns one aligned chunk position of a batch item's first surface and writes it in
+// every surface of the item (the three planes of a linear tensor: each source pixel is converted once, not
+// once per plane); threads past the first surface write the item's slack and the buffer's tail as zeros,
+// so no byte of the buffer is left stale. Written for NVRTC: no headers.
 
 struct PackParams {
     const unsigned char* src;   // frame in device staging, rows of src_step bytes
@@ -83,10 +93,11 @@ struct PackParams {
     unsigned int line;          // byte strides: line, surface, batch (multiples of 16)
     unsigned int surface;
     unsigned int batch;
+    unsigned int span;          // thread bytes per batch item: batch - (groups - 1) * surface
+    unsigned int work;          // thread bytes in all: n * span + the tail past n * batch
     unsigned int line_m, line_s;        // n / d == umulhi(n, m) >> s for n < 2^31 (host-computed)
-    unsigned int surface_m, surface_s;
-    unsigned int batch_m, batch_s;
-    int n, groups, h, w, c;     // groups: planes (linear), 1 (hwc4), ceil(C/V) (chw16/chw32)
+    unsigned int span_m, span_s;
+    int n, groups, h, w, c;     // groups: planes (linear), 1 (hwc4), ceil(C/V) (chw16/chw32); C <= 3
     int pad_x, pad_y, new_w, new_h;
     int fused;                  // 1: fma like the CPU path's SIMD loop, 0: its scalar loop (mul, add)
     int src_off[4];             // per model channel: byte offset in a pixel (packed) or R/G/B index (0-2)
@@ -96,18 +107,12 @@ struct PackParams {
     float scale;                // int8 calibration scale
     int src_step;               // bytes per staged source row
     int src_w, src_h;           // source frame in pixels
+    int src_px;                 // bytes per source pixel (packed families)
     int swap;                   // 1: 16-bit samples are big-endian
     int yuv_off[4];             // YUV: byte offset of Y within a pixel, of U and V within a pair / NV row
     int bayer;                  // Bayer: colour (0 R, 1 G, 2 B) of site (y&1, x&1) in bits 2*(2*(y&1)+(x&1))
 };
 
-__device__ __forceinline__ int pick_i(const int* a, unsigned int k) {
-    // constant indices only: a run-time index into kernel parameters would spill to local memory
-    return k == 0 ? a[0] : (k == 1 ? a[1] : (k == 2 ? a[2] : a[3]));
-}
-__device__ __forceinline__ float pick_f(const float* a, unsigned int k) {
-    return k == 0 ? a[0] : (k == 1 ? a[1] : (k == 2 ? a[2] : a[3]));
-}
 __device__ __forceinline__ int pick3(int3 v, int k) {
     return k == 0 ? v.x : (k == 1 ? v.y : v.z);
 }
@@ -126,7 +131,7 @@ __device__ __forceinline__ unsigned int fast_div(unsigned int n, unsigned int m,
 // at run time would go to local memory).
 template <int CB>
 struct Chunk {
-    unsigned int w[CB / 4];
+    unsigned int w[(CB + 3) / 4];
 };
 
 template <int ES, int CB>
@@ -143,6 +148,31 @@ __device__ __forceinline__ void put(Chunk<CB>& out, int i, float f, float scale)
     out.w[i / per_word] |= bits << (8 * ES * (i % per_word));
 }
 
+// One chunk at byte `off` of dst with one store; bytes at or past `size` are not written.
+template <int CB>
+__device__ __forceinline__ void store(const PackParams& p, unsigned int off, const Chunk<CB>& out) {
+    if (off + CB <= p.size) {
+        if (CB == 16) {
+            *reinterpret_cast<uint4*>(p.dst + off) = make_uint4(out.w[0], out.w[1 % ((CB + 3) / 4)],
+                                                                out.w[2 % ((CB + 3) / 4)],
+                                                                out.w[3 % ((CB + 3) / 4)]);
+        } else if (CB == 8) {
+            *reinterpret_cast<uint2*>(p.dst + off) = make_uint2(out.w[0], out.w[1 % ((CB + 3) / 4)]);
+        } else if (CB == 4) {
+            *reinterpret_cast<unsigned int*>(p.dst + off) = out.w[0];
+        } else if (CB == 2) {
+            *reinterpret_cast<unsigned short*>(p.dst + off) = (unsigned short)out.w[0];
+        } else {
+            p.dst[off] = (unsigned char)out.w[0];
+        }
+    } else {  // the last, partial chunk of a buffer whose size is not a multiple of CB
+#pragma unroll
+        for (int b = 0; b < CB; ++b) {
+            if (off + b < p.size) p.dst[off + b] = (unsigned char)(out.w[b / 4] >> (8 * (b % 4)));
+        }
+    }
+}
+
 // OpenCV's 8-bit INTER_LINEAR for one output sample from its four taps (see the Python module docstring).
 __device__ __forceinline__ int lerp2(int v00, int v01, int v10, int v11, int4 xt, int4 yt) {
     const int h0 = v00 * xt.z + v01 * xt.w;
@@ -156,13 +186,16 @@ __device__ __forceinline__ int to8(unsigned int v) {
     return (int)((v + 128u) / 257u);
 }
 
-__device__ __forceinline__ unsigned int load16(const unsigned char* q, int swap) {
-    const unsigned int v = __ldg(reinterpret_cast<const unsigned short*>(q));
+__device__ __forceinline__ unsigned int swap16(unsigned int v, int swap) {
     return swap ? (((v & 0xffu) << 8) | (v >> 8)) : v;
 }
 
-// Source families. Packed ones (rgb/bgr/rgba/bgra/mono, 8 and 16 bit) are read one channel at a time
-// through byte-offset tap tables; the others convert a whole pixel to RGB (pixel-index tap tables).
+__device__ __forceinline__ unsigned int load16(const unsigned char* q, int swap) {
+    return swap16(__ldg(reinterpret_cast<const unsigned short*>(q)), swap);
+}
+
+// Source families. Packed ones (rgb/bgr/rgba/bgra/mono, 8 and 16 bit) are read through byte-offset tap
+// tables; the others convert a whole pixel to RGB (pixel-index tap tables).
 #define SRC_PACKED8 0
 #define SRC_PACKED16 1
 #define SRC_YUV422 2
@@ -170,15 +203,35 @@ __device__ __forceinline__ unsigned int load16(const unsigned char* q, int swap)
 #define SRC_BAYER8 4
 #define SRC_BAYER16 5
 
+// The model channels of the packed pixel at q: 4- and 8-byte pixels (rgba/bgra) in one aligned load,
+// mono in one, rgb/bgr one sample at a time (3- and 6-byte pixels are not aligned for a wider load).
 template <int SRC>
-__device__ __forceinline__ int packed_sample(const PackParams& p, int4 xt, int4 yt, int so) {
-    const unsigned char* r0 = p.src + yt.x + so;
-    const unsigned char* r1 = p.src + yt.y + so;
+__device__ __forceinline__ int3 packed_pixel(const PackParams& p, const unsigned char* q) {
+    const int s0 = p.src_off[0], s1 = p.src_off[1], s2 = p.src_off[2];
     if (SRC == SRC_PACKED8) {
-        return lerp2(__ldg(r0 + xt.x), __ldg(r0 + xt.y), __ldg(r1 + xt.x), __ldg(r1 + xt.y), xt, yt);
+        if (p.src_px == 4) {
+            const unsigned int u = __ldg(reinterpret_cast<const unsigned int*>(q));
+            return make_int3((u >> (8 * s0)) & 0xffu, (u >> (8 * s1)) & 0xffu, (u >> (8 * s2)) & 0xffu);
+        }
+        if (p.src_px == 1) {
+            const int v = __ldg(q);
+            return make_int3(v, v, v);
+        }
+        return make_int3(__ldg(q + s0), __ldg(q + s1), __ldg(q + s2));
     } else {  // 16 bit: to 8 bit first, as cv_bridge does before anything else sees the frame
-        return lerp2(to8(load16(r0 + xt.x, p.swap)), to8(load16(r0 + xt.y, p.swap)),
-                     to8(load16(r1 + xt.x, p.swap)), to8(load16(r1 + xt.y, p.swap)), xt, yt);
+        if (p.src_px == 8) {
+            const uint2 u = __ldg(reinterpret_cast<const uint2*>(q));
+            const unsigned long long v = ((unsigned long long)u.y << 32) | u.x;  // little-endian device
+            return make_int3(to8(swap16((unsigned int)(v >> (8 * s0)) & 0xffffu, p.swap)),
+                             to8(swap16((unsigned int)(v >> (8 * s1)) & 0xffffu, p.swap)),
+                             to8(swap16((unsigned int)(v >> (8 * s2)) & 0xffffu, p.swap)));
+        }
+        if (p.src_px == 2) {
+            const int v = to8(load16(q, p.swap));
+            return make_int3(v, v, v);
+        }
+        return make_int3(to8(load16(q + s0, p.swap)), to8(load16(q + s1, p.swap)),
+                         to8(load16(q + s2, p.swap)));
     }
 }
 
@@ -232,8 +285,9 @@ __device__ __forceinline__ int bayer_site(int code, int x, int y) {
 
 // The four taps' RGB. OpenCV demosaics rows/columns 1..size-2 and copies them onto the border, i.e. a
 // border pixel takes the value of the nearest interior one; frames narrower or lower than 3 are zeros.
-// Adjacent taps share one 4x4 window of samples (16 loads instead of 36).
-template <int SRC>
+// Adjacent taps share one 4x4 window of samples (16 loads instead of 36); without the second column
+// (COL1) and row (ROW1) it is 3x3 and one demosaic.
+template <int SRC, bool COL1, bool ROW1>
 __device__ __forceinline__ void bayer_taps(const PackParams& p, int4 xt, int4 yt, int3 t[4]) {
     const int W = p.src_w, H = p.src_h;
     if (W < 3 || H < 3) {
@@ -244,15 +298,15 @@ __device__ __forceinline__ void bayer_taps(const PackParams& p, int4 xt, int4 yt
     const int y0 = min(max(yt.x, 1), H - 2), y1 = min(max(yt.y, 1), H - 2);
     int win[4][4];
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
+    for (int r = 0; r < (ROW1 ? 4 : 3); ++r) {
         const int yy = min(y0 - 1 + r, H - 1);
 #pragma unroll
-        for (int c = 0; c < 4; ++c) win[r][c] = bayer_load<SRC>(p, min(x0 - 1 + c, W - 1), yy);
+        for (int c = 0; c < (COL1 ? 4 : 3); ++c) win[r][c] = bayer_load<SRC>(p, min(x0 - 1 + c, W - 1), yy);
     }
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
+    for (int j = 0; j < (ROW1 ? 2 : 1); ++j) {
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
+        for (int i = 0; i < (COL1 ? 2 : 1); ++i) {
             int w[3][3];
 #pragma unroll
             for (int r = 0; r < 3; ++r) {
@@ -266,25 +320,50 @@ __device__ __forceinline__ void bayer_taps(const PackParams& p, int4 xt, int4 yt
         }
     }
     // a tap clamped onto its neighbour (x1 == x0 or y1 == y0) repeats it
-    if (x1 == x0) { t[1] = t[0]; t[3] = t[2]; }
-    if (y1 == y0) { t[2] = t[0]; t[3] = t[1]; }
+    if (COL1 && x1 == x0) { t[1] = t[0]; t[3] = t[2]; }
+    if (ROW1 && y1 == y0) { t[2] = t[0]; t[3] = t[1]; }
 }
 
-// The resampled RGB of one output pixel for the whole-pixel families.
+// The tap pixel at column tap x, row tap y: packed families take byte offsets, the others pixel indices.
 template <int SRC>
-__device__ __forceinline__ int3 pixel_rgb(const PackParams& p, int4 xt, int4 yt) {
+__device__ __forceinline__ int3 tap_pixel(const PackParams& p, int x, int y) {
+    if (SRC == SRC_PACKED8 || SRC == SRC_PACKED16) return packed_pixel<SRC>(p, p.src + y + x);
+    return yuv_pixel<SRC>(p, x, y);
+}
+
+// OpenCV's resample of one output pixel from the taps it weights: without the second column (COL1 false:
+// its weight is 0) or row (ROW1), those taps are neither read nor converted and count as 0, which is what
+// they add to OpenCV's sum. The result is the same bytes.
+template <int SRC, bool COL1, bool ROW1>
+__device__ __forceinline__ int3 resample(const PackParams& p, int4 xt, int4 yt) {
     int3 t[4];
+    t[1] = t[2] = t[3] = make_int3(0, 0, 0);
     if (SRC == SRC_BAYER8 || SRC == SRC_BAYER16) {
-        bayer_taps<SRC>(p, xt, yt, t);
+        bayer_taps<SRC, COL1, ROW1>(p, xt, yt, t);
     } else {
-        t[0] = yuv_pixel<SRC>(p, xt.x, yt.x);
-        t[1] = yuv_pixel<SRC>(p, xt.y, yt.x);
-        t[2] = yuv_pixel<SRC>(p, xt.x, yt.y);
-        t[3] = yuv_pixel<SRC>(p, xt.y, yt.y);
+        t[0] = tap_pixel<SRC>(p, xt.x, yt.x);
+        if (COL1) t[1] = tap_pixel<SRC>(p, xt.y, yt.x);
+        if (ROW1) t[2] = tap_pixel<SRC>(p, xt.x, yt.y);
+        if (COL1 && ROW1) t[3] = tap_pixel<SRC>(p, xt.y, yt.y);
     }
     return make_int3(lerp2(t[0].x, t[1].x, t[2].x, t[3].x, xt, yt),
                      lerp2(t[0].y, t[1].y, t[2].y, t[3].y, xt, yt),
                      lerp2(t[0].z, t[1].z, t[2].z, t[3].z, xt, yt));
+}
+
+// The resampled value of each model channel (0-2) of one output pixel, every family. A second tap of weight
+// 0 is skipped (at an exact integer ratio such as 1080p -> 640x360 both are, and one tap is read instead
+// of four); each case is its own straight code, so the general one keeps its registers.
+template <int SRC>
+__device__ __forceinline__ int3 sample_pixel(const PackParams& p, int4 xt, int4 yt) {
+    int3 v;
+    if (yt.w != 0) {
+        v = xt.w != 0 ? resample<SRC, true, true>(p, xt, yt) : resample<SRC, false, true>(p, xt, yt);
+    } else {
+        v = xt.w != 0 ? resample<SRC, true, false>(p, xt, yt) : resample<SRC, false, false>(p, xt, yt);
+    }
+    if (SRC == SRC_PACKED8 || SRC == SRC_PACKED16) return v;  // already in model order (src_off)
+    return make_int3(pick3(v, p.src_off[0]), pick3(v, p.src_off[1]), pick3(v, p.src_off[2]));
 }
 
 template <int ES, int CPG, int CB, int SRC>
@@ -292,67 +371,66 @@ __device__ __forceinline__ void pack_chunk(const PackParams& p) {
     constexpr int EPC = CB / ES;                      // elements per chunk
     constexpr int PIX = EPC >= CPG ? EPC / CPG : 1;   // pixels per chunk
     constexpr int CH = EPC >= CPG ? CPG : EPC;        // channel slots per pixel in one chunk
-    constexpr bool PACKED = SRC == SRC_PACKED8 || SRC == SRC_PACKED16;
-    const unsigned int off = (blockIdx.x * blockDim.x + threadIdx.x) * (unsigned int)CB;
-    if (off >= p.size) return;
-    Chunk<CB> out;
+    constexpr int GROUPS = CPG == 1 ? 3 : 1;          // surfaces a thread writes: the planes of linear
+    // A chunk holding a real channel starts at channel 0 of its atom, so channel indices are constants.
+    static_assert(EPC >= CPG ? EPC % CPG == 0 : EPC >= 4, "chunk does not start at channel 0");
+    const unsigned int v = (blockIdx.x * blockDim.x + threadIdx.x) * (unsigned int)CB;
+    if (v >= p.work) return;
+    Chunk<CB> zero;
 #pragma unroll
-    for (int k = 0; k < CB / 4; ++k) out.w[k] = 0u;
-    const unsigned int n = fast_div(off, p.batch_m, p.batch_s);
-    unsigned int r = off - n * p.batch;
-    const unsigned int g = fast_div(r, p.surface_m, p.surface_s);
-    r -= g * p.surface;
+    for (int k = 0; k < (CB + 3) / 4; ++k) zero.w[k] = 0u;
+    const unsigned int n = min(fast_div(v, p.span_m, p.span_s), (unsigned int)p.n);
+    const unsigned int r = v - n * p.span;
+    const unsigned int base = n * p.batch + r;
+    if (n == (unsigned int)p.n) {  // the tail past the last batch item
+        store<CB>(p, base, zero);
+        return;
+    }
+    if (r >= p.surface) {  // the item's slack past its last surface
+        store<CB>(p, base + (p.groups - 1) * p.surface, zero);
+        return;
+    }
     const unsigned int y = fast_div(r, p.line_m, p.line_s);
     const unsigned int e0 = (r - y * p.line) / ES;    // first element of the chunk within its line
     const unsigned int x0 = e0 / CPG;
-    const unsigned int k0 = e0 % CPG;
-    // rows past H, planes past G, batch slack, and chunks holding only pad channels stay zero
-    if (n < (unsigned int)p.n && g < (unsigned int)p.groups && y < (unsigned int)p.h &&
-        g * CPG + k0 < (unsigned int)p.c) {
-        const int yy = (int)y - p.pad_y;
-        const bool yin = yy >= 0 && yy < p.new_h;
-        const int4 yt = yin ? p.ytab[yy] : make_int4(0, 0, 0, 0);
+    // rows past H and chunks of pad channels only stay zero (in every surface)
+    const bool real = y < (unsigned int)p.h && e0 % CPG == 0;
+    const int yy = (int)y - p.pad_y;
+    const bool yin = real && yy >= 0 && yy < p.new_h;
+    const int4 yt = yin ? p.ytab[yy] : make_int4(0, 0, 0, 0);
+    int3 px[PIX];  // the model channels of each pixel, converted once for all surfaces
+    bool inside[PIX];
 #pragma unroll
-        for (int i = 0; i < PIX; ++i) {
-            const unsigned int x = x0 + i;
-            if (x < (unsigned int)p.w) {
-                const int xx = (int)x - p.pad_x;
-                const bool in = yin && xx >= 0 && xx < p.new_w;
-                const int4 xt = in ? p.xtab[xx] : make_int4(0, 0, 0, 0);
-                int3 rgb = make_int3(0, 0, 0);
-                if (!PACKED && in) rgb = pixel_rgb<SRC>(p, xt, yt);  // all channels of the pixel at once
+    for (int i = 0; i < PIX; ++i) {
+        const int xx = (int)(x0 + i) - p.pad_x;
+        inside[i] = yin && x0 + i < (unsigned int)p.w && xx >= 0 && xx < p.new_w;
+        px[i] = inside[i] ? sample_pixel<SRC>(p, p.xtab[xx], yt) : make_int3(0, 0, 0);
+    }
 #pragma unroll
-                for (int j = 0; j < CH; ++j) {
-                    const unsigned int ch = g * CPG + k0 + j;
-                    if (ch < (unsigned int)p.c) {
-                        float f;
-                        if (in) {
-                            const int so = pick_i(p.src_off, ch);
-                            const int v = PACKED ? packed_sample<SRC>(p, xt, yt, so) : pick3(rgb, so);
-                            const float a = pick_f(p.alpha, ch), gm = pick_f(p.gamma, ch);
-                            f = p.fused ? __fmaf_rn((float)v, a, gm) : __fadd_rn(__fmul_rn((float)v, a), gm);
-                        } else {
-                            f = pick_f(p.pad, ch);
+    for (int g = 0; g < GROUPS; ++g) {
+        if (g < p.groups) {
+            Chunk<CB> out = zero;
+            if (real) {
+#pragma unroll
+                for (int i = 0; i < PIX; ++i) {
+#pragma unroll
+                    for (int j = 0; j < CH; ++j) {
+                        const int ch = g * CPG + j;
+                        if (ch < 3 && ch < p.c && x0 + i < (unsigned int)p.w) {
+                            float f;
+                            if (inside[i]) {
+                                const float a = p.alpha[ch], gm = p.gamma[ch];
+                                const float s = (float)pick3(px[i], ch);
+                                f = p.fused ? __fmaf_rn(s, a, gm) : __fadd_rn(__fmul_rn(s, a), gm);
+                            } else {
+                                f = p.pad[ch];
+                            }
+                            put<ES, CB>(out, i * CH + j, f, p.scale);
                         }
-                        put<ES, CB>(out, i * CH + j, f, p.scale);
                     }
                 }
             }
-        }
-    }
-    if (off + CB <= p.size) {
-        if (CB == 16) {
-            *reinterpret_cast<uint4*>(p.dst + off) = make_uint4(out.w[0], out.w[1 % (CB / 4)],
-                                                                out.w[2 % (CB / 4)], out.w[3 % (CB / 4)]);
-        } else if (CB == 8) {
-            *reinterpret_cast<uint2*>(p.dst + off) = make_uint2(out.w[0], out.w[1 % (CB / 4)]);
-        } else {
-            *reinterpret_cast<unsigned int*>(p.dst + off) = out.w[0];
-        }
-    } else {  // the last, partial chunk of a buffer whose size is not a multiple of CB
-#pragma unroll
-        for (int b = 0; b < CB; ++b) {
-            if (off + b < p.size) p.dst[off + b] = (unsigned char)(out.w[b / 4] >> (8 * (b % 4)));
+            store<CB>(p, base + g * p.surface, out);
         }
     }
 }
@@ -367,7 +445,7 @@ __device__ __forceinline__ void pack_chunk(const PackParams& p) {
 #define DLA_CPG 1
 #endif
 #ifndef DLA_CB
-#define DLA_CB 16
+#define DLA_CB 4
 #endif
 #define DLA_KERNEL(name, src) \
     extern "C" __global__ void __launch_bounds__(256) name(const PackParams p) { \
@@ -398,13 +476,13 @@ class PackParams(ctypes.Structure):
 
     _fields_ = [
         *_same_type(_U64, "src", "xtab", "ytab", "dst"),
-        *_same_type(_U32, "size", "line", "surface", "batch", "line_m", "line_s", "surface_m", "surface_s",
-                    "batch_m", "batch_s"),
+        *_same_type(_U32, "size", "line", "surface", "batch", "span", "work", "line_m", "line_s", "span_m",
+                    "span_s"),
         *_same_type(_I32, "n", "groups", "h", "w", "c", "pad_x", "pad_y", "new_w", "new_h", "fused"),
         ("src_off", _I32_CH),
         *_same_type(_F32_CH, "alpha", "gamma", "pad"),
         ("scale", ctypes.c_float),
-        *_same_type(_I32, "src_step", "src_w", "src_h", "swap"),
+        *_same_type(_I32, "src_step", "src_w", "src_h", "src_px", "swap"),
         ("yuv_off", _I32_CH),
         ("bayer", _I32),
     ]
@@ -464,10 +542,11 @@ def emulate_resize(image: np.ndarray, new_w: int, new_h: int) -> np.ndarray:
 
     def hpass(rows: np.ndarray) -> np.ndarray:
         base = rows[:, None, None]
-        return flat[base + cols0] * xtab[:, 2, None] + flat[base + cols1] * xtab[:, 3, None]
+        second = np.where(xtab[:, 3, None] != 0, flat[base + cols1], 0)  # a tap of weight 0 is not read
+        return flat[base + cols0] * xtab[:, 2, None] + second * xtab[:, 3, None]
 
     h0 = hpass(ytab[:, 0].astype(np.int64))
-    h1 = hpass(ytab[:, 1].astype(np.int64))
+    h1 = np.where(ytab[:, 3, None, None] != 0, hpass(ytab[:, 1].astype(np.int64)), 0)  # nor a row
     v = (((h0 >> 4) * ytab[:, 2, None, None]) >> 16) + (((h1 >> 4) * ytab[:, 3, None, None]) >> 16)
     return np.clip((v + 2) >> 2, 0, 255).astype(np.uint8)
 
@@ -486,9 +565,35 @@ def divisor_magic(d: int) -> tuple[int, int]:
     return m, p - 32
 
 
-def launch_geometry(size: int, chunk_bytes: int) -> tuple[int, int]:
-    """``(blocks, threads)`` covering ``size`` bytes with one ``chunk_bytes`` chunk per thread."""
-    chunks = -(-int(size) // chunk_bytes)
+def chunk_plan(elem_size: int, channels_per_atom: int, chunk_bytes: int) -> tuple[int, int, int]:
+    """``(pixels, channel slots per pixel, surfaces)`` of one thread's chunk, as ``pack_chunk`` derives them.
+
+    A chunk that holds a real channel starts at channel 0 of its atom (the kernel asserts it).
+    """
+    epc = chunk_bytes // elem_size
+    whole = epc >= channels_per_atom  # whole atoms (pixels) per chunk, else part of one atom
+    fits = epc % channels_per_atom == 0 if whole else epc >= MAX_CHANNELS
+    if not fits or STRIDE_ALIGN % chunk_bytes:
+        raise ValueError(f"chunk of {chunk_bytes} bytes does not fit atoms of {channels_per_atom} x "
+                         f"{elem_size} bytes")
+    pixels, slots = (epc // channels_per_atom, channels_per_atom) if whole else (1, epc)
+    return pixels, slots, 3 if channels_per_atom == 1 else 1
+
+
+def thread_span(size: int, n: int, groups: int, surface: int, batch: int) -> tuple[int, int]:
+    """``(span, work)``: thread bytes per batch item and in all (``PackParams.span`` and ``.work``).
+
+    A thread owns a chunk of an item's first surface and writes it in every surface of the item, so an
+    item takes ``batch - (groups - 1) * surface`` bytes of thread space; the tail past ``n * batch`` (if
+    ``size`` has one) is written chunk by chunk.
+    """
+    span = batch - (groups - 1) * surface
+    return span, n * span + max(0, size - n * batch)
+
+
+def launch_geometry(work: int, chunk_bytes: int) -> tuple[int, int]:
+    """``(blocks, threads)``: one chunk per thread over ``work`` thread bytes (:func:`thread_span`)."""
+    chunks = -(-int(work) // chunk_bytes)
     return max(1, -(-chunks // BLOCK_THREADS)), BLOCK_THREADS
 
 

@@ -48,6 +48,9 @@ class Opened(Protocol):
     @property
     def model_name(self) -> str: ...
 
+    @property
+    def preprocess(self) -> str: ...
+
 
 # counters a node reports as the sum over its cameras
 SUMMED = ("frames_in", "frames_processed", "frames_dropped", "frames_bad_input", "frames_failed",
@@ -142,7 +145,7 @@ class CameraParts:
     def _info(self) -> dict[str, Any]:
         return {"camera": self.camera.name, "input": self._sub.topic_name if self._sub is not None else "",
                 "dla_core": self.camera.dla_core, "backend": self._opened.backend_name,
-                "model": self._opened.model_name,
+                "preprocess": self._opened.preprocess, "model": self._opened.model_name,
                 "confidence_threshold": self.inference.detector.conf_threshold}
 
     def _hint_status(self) -> tuple[str, str, Mapping[str, Any]]:

@@ -73,7 +73,7 @@ class DlaInferLifecycleNode(LifecycleNode):
             self.get_logger().error(f"configure failed: {failure_line(exc)}")
             return FAILED
         self.get_logger().info(f"configured: backend={opened.backend_name} model={opened.model_name} "
-                               f"classes={len(opened.classes)}")
+                               f"preprocess={opened.preprocess} classes={len(opened.classes)}")
         return super().on_configure(state)
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:

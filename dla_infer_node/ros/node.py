@@ -65,7 +65,7 @@ class DlaInferNode(Node):
         where = (f"cores={list(self.config.cores)} cameras: {topic}" if self.config.camera_configs
                  else f"input={topic} ({self.config.qos_reliability}, depth {self.config.qos_depth})")
         self.get_logger().info(f"ready: backend={opened.backend_name} model={opened.model_name} "
-                               f"classes={len(self.classes)} {where}")
+                               f"preprocess={opened.preprocess} classes={len(self.classes)} {where}")
 
     @property
     def fatal_error(self) -> BaseException | None:

@@ -71,6 +71,7 @@ class OpenedDetector:
     classes: tuple[str, ...]
     backend_name: str
     model_name: str
+    preprocess: str  # where the backend's input path runs: "cpu" or "gpu" (the fused kernel)
 
 
 def open_detector(config: NodeConfig, injected: Injected | None = None) -> OpenedDetector:
@@ -85,7 +86,9 @@ def open_detector(config: NodeConfig, injected: Injected | None = None) -> Opene
     except BaseException:
         backend.close()
         raise
-    return OpenedDetector(detector, classes, backend.name, metadata.name)
+    # a backend without the attribute (a stand-in injected by tests or benchmarks) preprocesses on the CPU
+    preprocess = str(getattr(backend, "preprocess_device", "cpu"))
+    return OpenedDetector(detector, classes, backend.name, metadata.name, preprocess)
 
 
 def input_of(config: NodeConfig) -> tuple[Any, str, bool]:
@@ -284,7 +287,8 @@ class DetectorParts:
     def _info(self) -> dict[str, Any]:
         info: dict[str, Any] = {}
         if self.opened is not None:
-            info = {"backend": self.opened.backend_name, "model": self.opened.model_name,
+            info = {"backend": self.opened.backend_name, "preprocess": self.opened.preprocess,
+                    "model": self.opened.model_name,
                     "confidence_threshold": self.opened.detector.conf_threshold}
         if self._report_state:
             info["lifecycle_state"] = self.state

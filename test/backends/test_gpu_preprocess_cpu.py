@@ -5,6 +5,8 @@
   ``pack_chunk``) equals the CPU reference ``Preprocessor`` + ``tensor_format.pack`` byte for byte, for
   every format, dtype, encoding, odd sizes and padded descriptors.
 - The ctypes parameter block matches the CUDA struct (nvcc, when installed), and the source compiles.
+- The CUDA source itself, compiled for the host (a C++ compiler and a few stand-ins for CUDA built-ins) and
+  run thread by thread, writes the bytes of cv_bridge + the CPU path for every family and layout.
 - Layouts, scales and frames the GPU path cannot take fail before any CUDA call.
 - Every other encoding (16-bit RGB/BGR(A)/mono in either byte order, YUYV/UYVY, NV12/NV21, Bayer 8/16):
   the kernel's reading of the staged bytes, driven by the parameter block alone, is what cv_bridge gives
@@ -14,6 +16,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import shutil
 import subprocess
 from pathlib import Path
@@ -45,15 +48,18 @@ def _spec(w: int, h: int, order: str = "rgb", imagenet: bool = False) -> InputSp
     return InputSpec("images", w, h, order, (0.0, 0.0, 0.0), (255.0, 255.0, 255.0), 114)
 
 
-def _padded(layout: TensorLayout) -> TensorLayout:
-    """The same tensor with larger strides and a size that is not a multiple of 16 (tail chunk)."""
+def _padded(layout: TensorLayout, tight: bool = False) -> TensorLayout:
+    """The same tensor with larger strides and a size that is not a multiple of 16 (tail chunk), or with
+    ``tight`` one that ends at its last element (the last surface without its row pad and slack)."""
     a, line, surface, batch = layout.strides
     line2 = line + 64
     planes = batch // surface
     surface2 = line2 * layout.h + 128
     batch2 = surface2 * planes + 256
+    last = (layout.n - 1) * batch2 + (planes - 1) * surface2 + (layout.h - 1) * line2 + layout.w * a
+    size = last if tight else batch2 * layout.n + 40
     return TensorLayout.from_descriptor(layout.format, layout.dtype, layout.n, layout.c, layout.h, layout.w,
-                                        (a, line2, surface2, batch2), batch2 * layout.n + 40)
+                                        (a, line2, surface2, batch2), size)
 
 
 def emulate_kernel(img: np.ndarray, encoding: str, spec: InputSpec, layout: TensorLayout,
@@ -83,20 +89,49 @@ def emulate_kernel(img: np.ndarray, encoding: str, spec: InputSpec, layout: Tens
     else:
         q = np.clip(np.rint(np.divide(canvas, np.float32(p.scale), dtype=np.float32)), -128, 127)
         q = q.astype(np.int8).view(np.uint8)
-    # the addressing of pack_chunk, element by element
-    o = np.arange(layout.size // es, dtype=np.int64) * es
-    n = o // p.batch
-    r = o - n * p.batch
-    g_ = r // p.surface
-    r = r - g_ * p.surface
+    return _emulate_threads(q, p, es, cpg, layout.size)
+
+
+def _emulate_threads(q: np.ndarray, p: pk.PackParams, es: int, cpg: int, size: int) -> np.ndarray:
+    """The addressing of ``pack_chunk``, thread by thread: ``q`` holds each element's bits as ``(C, H, W)``.
+
+    Checks on the way that the launch covers every thread and that the threads write each byte of the
+    buffer exactly once and none past it.
+    """
+    cb = pk.CHUNK_BYTES[(es, cpg)]
+    _, slots, surfaces = pk.chunk_plan(es, cpg, cb)
+    blocks, threads = pk.launch_geometry(p.work, cb)
+    v = np.arange(0, blocks * threads * cb, cb, dtype=np.int64)
+    v = v[v < p.work]
+    assert v.size == -(-p.work // cb)
+    n = np.minimum(v // p.span, p.n)
+    r = v - n * p.span
+    base = n * p.batch + r
+    fused = (n < p.n) & (r < p.surface)  # a chunk position of an item's first surface
+    zero_at = np.where(n < p.n, base + (p.groups - 1) * p.surface, base)[~fused]  # slack, tail
+    base, r = base[fused], r[fused]
     y = r // p.line
-    e = (r - y * p.line) // es
-    x, k = e // cpg, e % cpg
-    chan = g_ * cpg + k
-    ok = (n < p.n) & (g_ < p.groups) & (y < p.h) & (x < p.w) & (chan < p.c)
-    out = np.zeros(layout.size, np.uint8)
-    elems = out[: o.size * es].view("<u2" if es == 2 else np.uint8)
-    elems[ok] = q[chan[ok], y[ok], x[ok]]
+    e0 = (r - y * p.line) // es
+    x0 = e0 // cpg
+    real = (y < p.h) & (e0 % cpg == 0)
+    i = np.arange(cb // es)
+    x = x0[:, None] + i // slots  # (threads, elements)
+    chunks = [(zero_at, np.zeros((zero_at.size, cb // es), np.int64))]
+    for g in range(min(surfaces, p.groups)):
+        ch = g * cpg + i % slots
+        ok = real[:, None] & (x < p.w) & (ch < min(3, p.c))
+        at = (np.minimum(ch, p.c - 1), np.minimum(y, p.h - 1)[:, None], np.minimum(x, p.w - 1))
+        bits = np.where(ok, q[at], 0)
+        chunks.append((base + g * p.surface, bits))
+    out = np.zeros(size, np.uint8)
+    count = np.zeros(size, np.int64)
+    for at, bits in chunks:
+        byte = at[:, None] + np.arange(cb)  # each element little-endian, es bytes
+        val = (bits.astype(np.int64)[:, :, None] >> (8 * np.arange(es))).reshape(at.size, cb) & 0xFF
+        keep = byte < size
+        np.add.at(count, byte[keep], 1)
+        out[byte[keep]] = val[keep]
+    assert (count == 1).all(), "bytes written other than once"
     return out
 
 
@@ -136,7 +171,7 @@ def test_kernel_emulation_equals_cpu_pack(fmt: str, dtype: str) -> None:
         spec = _spec(dw, dh, order=("rgb", "bgr")[i % 2], imagenet=i % 2 == 1)
         img = rng.integers(0, 256, (sh, sw, ENCODINGS[encoding]), dtype=np.uint8)
         dense = TensorLayout.dense(fmt, dtype, 1, 3, dh, dw)
-        for layout in (dense, _padded(dense)):
+        for layout in (dense, _padded(dense), _padded(dense, tight=True)):
             try:
                 gpp.check_layout(spec, layout, SCALE)
             except gpp.GpuPreprocessError:
@@ -170,6 +205,26 @@ def test_launch_geometry_covers_every_byte(chunk: int) -> None:
         assert threads == pk.BLOCK_THREADS
         assert blocks * threads * chunk >= size
         assert (blocks - 1) * threads * chunk < size
+
+
+@pytest.mark.parametrize("fmt,dtype", COMBOS)
+def test_each_output_pixel_is_converted_by_one_thread(fmt: str, dtype: str) -> None:
+    """Linear threads write all three planes of their pixels: a 640x640 tensor takes 640*640 pixel
+    conversions in every layout, not three times as many in linear."""
+    layout = TensorLayout.dense(fmt, dtype, 1, 3, 640, 640)
+    p = gpp.static_params(_spec(640, 640), layout, SCALE)
+    cb = pk.CHUNK_BYTES[(layout.elem_size, layout.vector)]
+    pixels, _, surfaces = pk.chunk_plan(layout.elem_size, layout.vector, cb)
+    real_chunks = p.work // max(cb, layout.vector * layout.elem_size)  # chw: one chunk of each atom is real
+    assert real_chunks * pixels == 640 * 640
+    assert surfaces == (3 if fmt == "linear" else 1) and p.work * surfaces == layout.size
+
+
+def test_chunk_plan_refuses_chunks_off_the_atoms() -> None:
+    assert pk.chunk_plan(2, 1, 4) == (2, 1, 3) and pk.chunk_plan(1, 32, 16) == (1, 16, 1)
+    for bad in ((2, 4, 4), (1, 32, 2), (2, 1, 32), (1, 4, 6)):
+        with pytest.raises(ValueError):
+            pk.chunk_plan(*bad)
 
 
 def test_divisor_magic_is_exact() -> None:
@@ -355,7 +410,7 @@ def test_kernel_emulation_of_every_encoding_equals_cv_bridge_then_cpu_pack(fmt: 
             frame = frame.astype(">u2")
         layout = TensorLayout.dense(fmt, dtype, 1, 3, dh, dw)
         if i % 3 == 2:
-            layout = _padded(layout)
+            layout = _padded(layout, tight=i % 2 == 1)
         try:
             gpp.check_layout(spec, layout, SCALE)
         except gpp.GpuPreprocessError:
@@ -396,3 +451,141 @@ def test_tap_tables_address_each_family_in_its_own_units() -> None:
         xtab, ytab = pk.tap_tables(100, 50, units[0], 37, 19, row_bytes=units[1])
         assert np.array_equal(xtab[:, 0], x0 * x_unit) and np.array_equal(xtab[:, 1], x1 * x_unit)
         assert np.array_equal(ytab[:, 0], y0 * y_unit)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The CUDA source itself, compiled for the host with a few definitions in place of CUDA's built-ins and
+# run thread by thread on the CPU: every family, layout, odd size and descriptor gives the bytes of
+# cv_bridge + the CPU path (the GPU tests check the same on a GPU; this catches a kernel bug on CI).
+CXX = shutil.which("g++") or shutil.which("c++")
+F16_ASM = 'asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));'
+HOST_PRELUDE = r"""
+#include <cmath>
+#include <cstring>
+#define __device__
+#define __forceinline__ inline
+#define __global__
+#define __launch_bounds__(n)
+struct HostIdx { unsigned int x; };
+static HostIdx blockIdx, blockDim, threadIdx;
+struct int3 { int x, y, z; };
+struct alignas(16) int4 { int x, y, z, w; };
+struct alignas(8) uint2 { unsigned int x, y; };
+struct alignas(16) uint4 { unsigned int x, y, z, w; };
+inline int3 make_int3(int x, int y, int z) { return {x, y, z}; }
+inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+inline uint2 make_uint2(unsigned int x, unsigned int y) { return {x, y}; }
+inline uint4 make_uint4(unsigned int x, unsigned int y, unsigned int z, unsigned int w) {
+    return {x, y, z, w};
+}
+template <class T> inline T __ldg(const T* p) { return *p; }
+inline unsigned int __umulhi(unsigned int a, unsigned int b) { return (unsigned int)((1ull * a * b) >> 32); }
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned int min(unsigned int a, unsigned int b) { return a < b ? a : b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline unsigned short host_f16(float f) {  // round to nearest even, as cvt.rn.f16.f32
+    _Float16 h = (_Float16)f;
+    unsigned short u;
+    std::memcpy(&u, &h, 2);
+    return u;
+}
+"""
+
+
+def _host_launcher() -> str:
+    table = ", ".join(f'{{"{name}", {name}}}' for name in pk.KERNEL_NAMES.values())
+    return ("struct Entry { const char* name; void (*fn)(const PackParams); };\n"
+            f"static const Entry kernels[] = {{{table}}};\n"
+            'extern "C" int launch(const char* name, const PackParams* p, unsigned int blocks) {\n'
+            "    for (const Entry& e : kernels) {\n"
+            "        if (std::strcmp(e.name, name)) continue;\n"
+            f"        blockDim.x = {pk.BLOCK_THREADS};\n"
+            "        for (blockIdx.x = 0; blockIdx.x < blocks; ++blockIdx.x)\n"
+            "            for (threadIdx.x = 0; threadIdx.x < blockDim.x; ++threadIdx.x) e.fn(*p);\n"
+            "        return 0;\n"
+            "    }\n"
+            "    return 1;\n"
+            "}\n")
+
+
+@pytest.fixture(scope="module")
+def host_kernels(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[int, int], ctypes.CDLL]:
+    if CXX is None:
+        pytest.skip("no C++ compiler: host run of the kernel source skipped")
+    assert pk.KERNEL_SOURCE.count(F16_ASM) == 1  # the one device instruction, replaced for the host
+    src = tmp_path_factory.mktemp("kernel_host") / "kernel_host.cpp"
+    src.write_text(HOST_PRELUDE + pk.KERNEL_SOURCE.replace(F16_ASM, "h = host_f16(f);") + _struct_asserts()
+                   + _host_launcher())
+    libs = {}
+    for es, cpg in pk.VARIANTS:
+        lib = src.with_name(f"kernel_{es}_{cpg}.so")
+        res = subprocess.run([str(CXX), "-std=c++17", "-O1", "-shared", "-fPIC", "-fno-strict-aliasing",
+                              "-ffp-contract=off", f"-DDLA_ES={es}", f"-DDLA_CPG={cpg}",
+                              f"-DDLA_CB={pk.CHUNK_BYTES[(es, cpg)]}", "-o", str(lib), str(src)],
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        libs[(es, cpg)] = ctypes.CDLL(str(lib))
+    return libs
+
+
+def _aligned(data: np.ndarray) -> np.ndarray:
+    """A copy of ``data``'s bytes at a 256-byte aligned address (as device staging is)."""
+    raw = np.empty(data.nbytes + 256, np.uint8)
+    start = -raw.ctypes.data % 256
+    out = raw[start: start + data.nbytes]
+    out[:] = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    return out
+
+
+def run_on_host(libs: dict[tuple[int, int], ctypes.CDLL], frame: np.ndarray, encoding: str, spec: InputSpec,
+                layout: TensorLayout, scale: float | None) -> np.ndarray:
+    """What GpuInputPath stages and launches, with the kernel running on the CPU; dst plus 64 guard bytes."""
+    img = gpp.check_frame(frame, encoding, 1 << 14, 1 << 14)
+    fmt = gpp.source_format(encoding)
+    w, h = gpp.frame_size(img, encoding)
+    lb = Letterbox.fit(w, h, spec.width, spec.height)
+    unit, row, _ = gpp.source_tables(fmt, w)
+    xtab, ytab = pk.tap_tables(w, h, unit, lb.new_w, lb.new_h, row_bytes=row)
+    p = gpp.static_params(spec, layout, scale)
+    gpp.set_geometry(p, spec, lb, encoding, big_endian=not img.dtype.isnative)
+    keep = [_aligned(xtab), _aligned(ytab), _aligned(gpp.staged_bytes(img)),
+            _aligned(np.full(layout.size + 64, 0xAB, np.uint8))]
+    p.xtab, p.ytab, p.src, p.dst = (a.ctypes.data for a in keep)
+    blocks, _ = pk.launch_geometry(p.work, pk.CHUNK_BYTES[(layout.elem_size, layout.vector)])
+    name = pk.KERNEL_NAMES[fmt.family].encode()
+    assert libs[(layout.elem_size, layout.vector)].launch(name, ctypes.byref(p), blocks) == 0
+    return keep[3].copy()
+
+
+@pytest.mark.parametrize("fmt,dtype", COMBOS)
+def test_kernel_source_run_on_the_host_equals_cv_bridge_then_cpu_pack(
+        host_kernels: dict[tuple[int, int], ctypes.CDLL], fmt: str, dtype: str) -> None:
+    rng = np.random.default_rng(hash((fmt, dtype, "host")) % 2**32)
+    # 192x108 -> 64x64 is the 1080p -> 640 ratio (every second tap of weight 0); 130x192 and 192x130 have it
+    # in one direction only; the others in neither
+    cases = [((64, 64), (192, 108), "dense"), ((64, 64), (130, 192), "padded"),
+             ((64, 64), (192, 130), "dense"), ((67, 45), (132, 76), "padded"), ((33, 35), (40, 32), "tight"),
+             ((16, 16), (6, 4), "dense"), ((16, 16), (2, 2), "tight")]
+    for i, encoding in enumerate([*ENCODINGS, *NEW_ENCODINGS]):
+        for k, ((dw, dh), (sw, sh), variant) in enumerate(cases):
+            if not encodings.lookup(encoding).fits(sw, sh):
+                continue
+            spec = _spec(dw, dh, order=("rgb", "bgr")[(i + k) % 2], imagenet=(i + k) % 3 == 1)
+            frame = camera_frame(rng, encoding, sw, sh)
+            if (i + k) % 2 and frame.dtype == np.uint16:
+                frame = frame.astype(">u2")
+            layout = TensorLayout.dense(fmt, dtype, 1, 3, dh, dw)
+            layout = layout if variant == "dense" else _padded(layout, tight=variant == "tight")
+            try:
+                gpp.check_layout(spec, layout, SCALE)
+            except gpp.GpuPreprocessError:
+                continue
+            got = run_on_host(host_kernels, frame, encoding, spec, layout, SCALE)
+            want = cpu_reference(cv_bridge_rgb8(frame, encoding), "rgb8", spec, layout, SCALE)
+            where = (encoding, (sw, sh), variant, frame.dtype.str)
+            assert (got[layout.size:] == 0xAB).all(), ("wrote past the end", *where)
+            assert np.array_equal(got[: layout.size], want), where

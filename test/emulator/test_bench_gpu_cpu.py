@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the emulator is a folder of the checkout, not installed
 from emulator import bench_gpu  # noqa: E402
 
+SHIPPED_CHUNKS = dict(gpu.pk.CHUNK_BYTES)
+
 
 @pytest.mark.parametrize(("fmt", "dtype"), gpu.LAYOUTS)
 def test_echo_artifacts_open_in_the_backend(tmp_path: Path, fmt: str, dtype: str) -> None:
@@ -29,13 +31,45 @@ def test_echo_artifacts_open_in_the_backend(tmp_path: Path, fmt: str, dtype: str
     assert len(artifact.metadata.outputs) == 3
 
 
-def _main(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> dict[str, Any]:
+def _main(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *argv: str, **kwargs: Any) -> dict[str, Any]:
     # the kernel part and the environment facts need a GPU; their places in the results are what counts here
-    monkeypatch.setattr(gpu, "bench_kernels", lambda iters, trials, encodings: {"layouts": {}})
+    monkeypatch.setattr(gpu, "bench_kernels", lambda iters, trials, **kw: {"layouts": {}, "asked": kw})
     monkeypatch.setattr(gpu, "_environment", lambda: {})
+    monkeypatch.setattr(gpu.pk, "CHUNK_BYTES", dict(SHIPPED_CHUNKS))  # --chunk-bytes changes it
     out = tmp_path / "gpu.json"
-    assert gpu.main(["--out", str(out), "--frames", "7"], **kwargs) == 0
+    assert gpu.main(["--out", str(out), "--frames", "7", *argv], **kwargs) == 0
     return json.loads(out.read_text())
+
+
+def test_frame_layouts_and_chunk_bytes_reach_the_kernel_part(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    res = _main(tmp_path, monkeypatch, "--frame", "1280x720", "--layouts", "linear/fp16,chw32/int8",
+                "--chunk-bytes", "2x1=8,1x1=1")
+    assert res["kernel"]["asked"] == {"encodings": True, "size": [1280, 720],
+                                      "layouts": [["linear", "fp16"], ["chw32", "int8"]]}
+    assert res["kernel"]["chunk_bytes"]["2x1"] == 8 and res["kernel"]["chunk_bytes"]["1x1"] == 1
+    assert _main(tmp_path, monkeypatch)["kernel"]["chunk_bytes"]["2x1"] == 4  # the shipped choice
+
+
+def test_source_rows_the_kernel_reads() -> None:
+    """1080p -> 640x360 reads every third row (one tap row of non-zero weight); Bayer's 3x3 windows take
+    every row; NV12 adds the chroma rows of the luma rows read; 720p -> 640x360 (2:1) reads every row."""
+    assert gpu.source_row_bytes("rgb8", 1920, 1080) == 360 * 1920 * 3
+    assert gpu.source_row_bytes("bgra16", 1920, 1080) == 360 * 1920 * 8
+    assert gpu.source_row_bytes("bayer_rggb8", 1920, 1080) == 1080 * 1920
+    assert gpu.source_row_bytes("nv12", 1920, 1080) == (360 + 360) * 1920  # chroma rows (3d + 1) // 2
+    assert gpu.source_row_bytes("yuyv", 1280, 720) == 720 * 1280 * 2
+
+
+@pytest.mark.parametrize("argv,needle", [(["--frame", "1280"], "WxH"),
+                                         (["--layouts", "linear/int16"], "not among"),
+                                         (["--chunk-bytes", "2x4=4"], "does not fit"),
+                                         (["--chunk-bytes", "4x1=4"], "no kernel variant")])
+def test_bad_bench_options_are_refused(argv: list[str], needle: str,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        gpu.main(argv)
+    assert needle in capsys.readouterr().err
 
 
 def test_the_emulator_part_is_plugged_in_or_said_missing(tmp_path: Path,

@@ -8,15 +8,13 @@ times the 10 Hz one's share)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from _node_helpers import REPO, NodeRunner, RosProbe
+from _node_helpers import NodeRunner, RosProbe, end_cameras, start_cameras, statuses_by_name
 
 RATES = {"front": 30.0, "rear": 20.0, "left": 15.0, "right": 10.0}
 SECONDS = 10.0  # frames of 320x240: under the rmw's default 512 KiB shared-memory segment, none lost
@@ -27,17 +25,6 @@ def probe() -> Any:
     p = RosProbe("cameras_probe")
     yield p
     p.close()
-
-
-def _camera(tmp_path: Path, env: dict[str, str], topic: str, rate: float, seed: int
-            ) -> subprocess.Popen[bytes]:
-    """A camera process (bench.camera_roles): a generated 320x240 scene at ``rate`` Hz, best effort."""
-    with open(tmp_path / f"camera{seed}.log", "wb") as log:
-        cmd = [sys.executable, "-m", "dla_infer_node.bench.camera_roles", "camera", "--topic", topic,
-               "--width", "320", "--height", "240", "--rate", str(rate), "--duration", str(SECONDS),
-               "--seed", str(seed), "--result", str(tmp_path / f"camera{seed}.json")]
-        return subprocess.Popen(cmd,
-                                env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
 
 
 def test_four_cameras_one_node_each_answered_fairly(tmp_path: Path, ros_env: dict[str, str],
@@ -56,28 +43,24 @@ def test_four_cameras_one_node_each_answered_fairly(tmp_path: Path, ros_env: dic
                             90), node.output()
     assert probe.spin_until(lambda: "ready:" in node.output(), 30), node.output()
     assert "cameras: front=" in node.output() and "cores=[0]" in node.output()
-    cams = [_camera(tmp_path, ros_env, f"{ns}/{c}/image", rate, seed)
-            for seed, (c, rate) in enumerate(RATES.items(), start=1)]
+    cams = start_cameras(tmp_path, ros_env, ns, RATES, SECONDS)
     try:
-        probe.spin_until(lambda: all(p.poll() is not None for p in cams), SECONDS + 60)
+        probe.spin_until(lambda: all(p.poll() is not None for p in cams.values()), SECONDS + 60)
         probe.spin_until(lambda: False, 3.0)  # the frames in hand, and one more diagnostics period
     finally:
-        for p in cams:
-            if p.poll() is None:
-                p.kill()
-            p.wait(10)
-    assert all(p.returncode == 0 for p in cams), [(tmp_path / f"camera{i}.log").read_text()
-                                                  for i in range(1, 5)]
+        end_cameras(cams)
+    assert all(p.returncode == 0 for p in cams.values()), [(tmp_path / f"{c}.log").read_text() for c in RATES]
     # each camera answered on its own topic, with its own frames (frame_id and stamps of its publisher)
     answered = {c: len(v) for c, v in got.items()}
     assert all(n > 0 for n in answered.values()), (answered, node.output())
     assert all(m.header.frame_id == "camera" for v in got.values() for m in v)
     assert all(len(v[-1].detections) > 0 for v in got.values())  # a generated scene: objects found
     # each camera's own status, named after it, with its own counters
-    statuses = {s.name: {kv.key: kv.value for kv in s.values} for m in diagnostics for s in m.status}
+    statuses = statuses_by_name(diagnostics)
     per = {c: statuses.get(f"{ns}/dla_infer_node: {c}") for c in RATES}
     assert all(per.values()), sorted(statuses)
-    assert all(per[c]["camera"] == c and per[c]["dla_core"] == "0" for c in RATES)
+    assert all(per[c]["camera"] == c and per[c]["dla_core"] == "0" and per[c]["preprocess"] == "cpu"
+               for c in RATES)
     processed = {c: int(per[c]["frames_processed"]) for c in RATES}
     dropped = {c: int(per[c]["frames_dropped"]) for c in RATES}
     print(f"answered {answered}, processed {processed}, dropped {dropped}")

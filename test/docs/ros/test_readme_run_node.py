@@ -54,7 +54,7 @@ def test_the_venv_command_starts_the_node_and_sigint_stops_it(tmp_path: Path,
         text = wait_for(log, proc, "ready:", timeout=90)
         ready = next(ln for ln in text.splitlines() if "ready:" in ln)
         assert "input=/camera/image_raw" in ready, ready
-        assert "backend=onnxruntime" in ready, ready
+        assert "backend=onnxruntime" in ready and " preprocess=cpu " in ready, ready
 
         from rcl_interfaces.srv import GetParameters
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from _fake_cudla_env import cuda_home
-from _node_helpers import REPO, NodeRunner, RosProbe
+from _node_helpers import REPO, NodeRunner, RosProbe, end_cameras, start_cameras, statuses_by_name
 
 pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("cuda") is None
@@ -42,25 +41,19 @@ def test_four_cameras_on_two_emulated_dla_cores(tmp_path: Path, ros_env: dict[st
                          "dla_cores": [0, 1], "diagnostics_period": 1.0},
                         module="_fake_cudla_env", extra_args=(str(tmp_path / "emu"), "node"))
     probe = RosProbe("cameras_dla_probe")
-    cams: list[subprocess.Popen[bytes]] = []
+    cams: dict[str, subprocess.Popen[bytes]] = {}
     try:
         ns = node.namespace
         got = {c: probe.collect(Detection2DArray, f"{ns}/{c}/detections") for c in CAMERAS}
         diagnostics = probe.collect(DiagnosticArray, "/diagnostics")
         assert probe.spin_until(lambda: "ready:" in node.output() or node.proc.poll() is not None, 120)
         assert "backend=cudla" in node.output() and "cores=[0, 1]" in node.output(), node.output()
-        for seed, camera in enumerate(CAMERAS, start=1):
-            with open(tmp_path / f"{camera}.log", "wb") as log:
-                cams.append(subprocess.Popen(
-                    [sys.executable, "-m", "dla_infer_node.bench.camera_roles", "camera", "--topic",
-                     f"{ns}/{camera}/image", "--width", "320", "--height", "240", "--rate", "10",
-                     "--duration", "5", "--seed", str(seed), "--result", str(tmp_path / f"{camera}.json")],
-                    env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT))
-        probe.spin_until(lambda: all(p.poll() is not None for p in cams), 90)
+        cams = start_cameras(tmp_path, env, ns, dict.fromkeys(CAMERAS, 10.0), 5.0)
+        probe.spin_until(lambda: all(p.poll() is not None for p in cams.values()), 90)
         probe.spin_until(lambda: False, 2.5)  # frames in hand, one more diagnostics period
-        assert all(p.returncode == 0 for p in cams)
+        assert all(p.returncode == 0 for p in cams.values())
         assert all(len(v) > 0 for v in got.values()), ({c: len(v) for c, v in got.items()}, node.output())
-        statuses = {s.name: {kv.key: kv.value for kv in s.values} for m in diagnostics for s in m.status}
+        statuses = statuses_by_name(diagnostics)
         per = {c: statuses[f"{ns}/dla_infer_node: {c}"] for c in CAMERAS}
         assert [per[c]["dla_core"] for c in CAMERAS] == ["0", "1", "0", "1"]  # round robin
         assert all(per[c]["backend"] == "cudla" and int(per[c]["frames_processed"]) > 0 for c in CAMERAS)
@@ -68,9 +61,6 @@ def test_four_cameras_on_two_emulated_dla_cores(tmp_path: Path, ros_env: dict[st
         assert ends[0] > 0 and ends[1] > 0, "both DLA cores ran tasks"
         assert node.stop() == 0, node.output()
     finally:
-        for p in cams:
-            if p.poll() is None:
-                p.kill()
-            p.wait(10)
+        end_cameras(cams)
         probe.close()
         runner.cleanup()
