@@ -47,14 +47,29 @@ def test_each_frame_in_flight_gets_its_own_detections(emu: Any, cuda: Any, artif
         assert_is(frames[0], det.finish(a), "frame 0, read after frame 1 ran")
         assert_is(frames[1], det.finish(b), "frame 1")
         monkeypatch.setenv("DLA_EMU_TASK_MS", "20")
-        previous = None
-        for i, frame in enumerate(frames):  # the worker's rhythm: frame i submitted, then frame i-1 decoded
-            started = det.start(frame.image, "rgb8")
-            if previous is not None:
-                assert_is(frames[i - 1], det.finish(previous), f"frame {i - 1}")
-            previous = started
-        assert previous is not None
-        assert_is(frames[-1], det.finish(previous), "last frame")
+        run_in_rhythm(det, frames)
+
+
+def run_in_rhythm(det: Detector, frames: list[cases.Frame]) -> None:
+    """The worker's rhythm: frame i submitted, then frame i-1 decoded; each answer is its own frame's."""
+    previous = None
+    for i, frame in enumerate(frames):
+        started = det.start(frame.image, "rgb8")
+        if previous is not None:
+            assert_is(frames[i - 1], det.finish(previous), f"frame {i - 1}")
+        previous = started
+    assert previous is not None
+    assert_is(frames[-1], det.finish(previous), "last frame")
+
+
+@pytest.mark.gpu_only
+def test_frames_in_flight_with_the_gpu_input_path(emu: Any, cuda: Any, artifacts_dir: Path,
+                                                  monkeypatch: Any) -> None:
+    """The fused kernel's staging (its own upload event) with the next frame enqueued behind a held task."""
+    frames = [cases.make_frame(seed) for seed in range(30, 40)]
+    with backend(artifacts_dir, cuda, preprocess_device="gpu") as be:
+        monkeypatch.setenv("DLA_EMU_TASK_MS", "20")
+        run_in_rhythm(Detector(be, be.metadata, 0.5, 0.45), frames)
 
 
 def test_input_staging_is_not_rewritten_while_its_copy_waits(emu: Any, cuda: Any, artifacts_dir: Path,
