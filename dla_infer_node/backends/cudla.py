@@ -278,8 +278,8 @@ class CudlaBackend:
         submitted before it); :meth:`collect` waits for it."""
         self._usable("CudlaBackend.submit")
         n = len(self._sets)
-        free = [self._sets[(self._next_set + i) % n] for i in range(n)]
-        bufs = next((b for b in free if b.in_flight is None), None)
+        in_turn = [self._sets[(self._next_set + i) % n] for i in range(n)]
+        bufs = next((b for b in in_turn if b.in_flight is None), None)
         if bufs is None:
             raise BackendError(f"all {n} buffer sets hold frames in flight: collect one before submitting",
                                call="CudlaBackend.submit", stage="backend")
