@@ -25,7 +25,7 @@ pytestmark = [
     pytest.mark.skipif(not (shutil.which("gcc") or shutil.which("cc")), reason="no C compiler"),
     pytest.mark.skipif(cuda_home() is None, reason="CUDA headers (cuda.h) missing"),
 ]
-RATE, SECONDS = 60, 1.5  # frames/s into the node (all cameras): one core at 25 ms per task runs 40 of them
+RATE, SECONDS = 60, 1.5  # frames/s into the node (all cameras): one core at 25 ms per task serves 40 of them
 
 
 def scene(camera: int, number: int) -> Any:
