@@ -209,7 +209,7 @@ def _time_stages(clock: StageClock) -> None:
     from dla_infer_node.ros.inference import FrameInference
     from dla_infer_node.ros.outputs import DetectionOutputs
 
-    cudla.unpack = clock.wrap("backend_unpack", cudla.unpack)  # type: ignore[attr-defined]  # per output
+    cudla.unpack = clock.wrap("backend_unpack", cudla.unpack)  # once per output tensor
 
     FrameInference._frame = clock.wrap("header_parse_view", FrameInference._frame)  # type: ignore[method-assign]
     DetectionOutputs.publish = clock.wrap("publish", DetectionOutputs.publish)  # type: ignore[method-assign]
@@ -263,7 +263,8 @@ def role_node(args: argparse.Namespace) -> int:
     instance: list[Any] = []
     on_image = DetectorParts._on_image
     clock = StageClock()
-    sampler = CpuSampler(lambda: len(arrivals), excluded=emulated_dla_cpu_s, excluded_threads=EMULATOR_THREADS)
+    sampler = CpuSampler(lambda: len(arrivals), excluded=emulated_dla_cpu_s,
+                         excluded_threads=EMULATOR_THREADS)
 
     def on_image_noting_arrival(self: Any, raw: bytes) -> None:
         _note_arrival(arrivals, raw)  # exactly what the bare subscriber does, at the same point

@@ -210,7 +210,9 @@ def _planar_rows(buf: np.ndarray, layout: TensorLayout) -> np.ndarray | None:
     """The elements of a planar layout as one ``(N*C*H, W)`` view (rows ``line`` bytes apart), or None
     when planes or batch items are not evenly spaced rows."""
     atom, line, surface, batch = layout.strides
-    if atom != layout.elem_size or surface != layout.h * line or (layout.n > 1 and batch != layout.c * surface):
+    if atom != layout.elem_size or surface != layout.h * line:
+        return None
+    if layout.n > 1 and batch != layout.c * surface:
         return None
     return np.ndarray((layout.n * layout.c * layout.h, layout.w), dtype=layout.np_dtype, buffer=buf,
                       strides=(line, atom))

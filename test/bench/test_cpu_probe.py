@@ -92,7 +92,8 @@ def test_an_excluded_thread_is_reported_apart_and_left_out_of_the_process_cpu() 
     sampler = cpu_probe.CpuSampler(lambda: frames[0], excluded_threads=("dla-emu-host",))
     first = sampler.sample()
     tid = ctypes.c_ulong()
-    assert libc.pthread_create(ctypes.byref(tid), None, ctypes.cast(emulator_like, ctypes.c_void_p), None) == 0
+    start = ctypes.cast(emulator_like, ctypes.c_void_p)
+    assert libc.pthread_create(ctypes.byref(tid), None, start, None) == 0
     _burn(0.1)  # the process's own work, on this thread
     deadline = time.monotonic() + 10
     last = sampler.sample()
