@@ -4,8 +4,8 @@ Modes:
 * default (GPU machine, scripts/test_gpu.sh): the emulator drives the real CUDA driver; the backend uses
   the real ``dla_infer_node.backends.cuda_runtime``.
 * ``DLA_TEST_FAKE_DRIVER=1`` (CPU CI, via test/emulator/test_cudla_fake_driver.py): the emulator drives a fake
-  libcuda.so.1 (emulator/testing/fake_libcuda.c) and the backend a fake runtime; tests that need real
-  stream ordering or device memory are skipped (marker ``gpu_only``).
+  libcuda.so.1 (emulator/testing/fake_libcuda.c, asynchronous streams) and the backend a fake runtime;
+  tests that need device memory, kernels or a thread's CUDA context are skipped (marker ``gpu_only``).
 
 The emulator is built here (emulator/build.sh) unless ``DLA_EMULATOR_LIB`` names a built one, and loaded
 before the binding's first call, so ``cuda.bindings.cudla`` binds to it (cuda.pathfinder: already loaded).

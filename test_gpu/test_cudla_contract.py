@@ -257,7 +257,6 @@ def test_create_needs_current_cuda_context(emu: Any, cuda: Any) -> None:
     assert result.get("status") == int(S.ErrorCuda)
 
 
-@pytest.mark.gpu_only
 def test_no_unload_while_task_running(rig: Rig, monkeypatch: Any) -> None:
     monkeypatch.setenv("DLA_EMU_DELAY_MS", "300")
     cudla.submit_task(rig.dev, rig.task.ptr, 1, rig.stream.handle, 0)

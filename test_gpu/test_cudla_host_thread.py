@@ -3,9 +3,9 @@ host-function thread that runs its task functions is named (``dla-emu-host``, wh
 leaves out of the node's CPU), the caller's threads keep their names, the task programs' CPU is split by
 where it ran, and the host scratch the tasks are copied through is page-locked and freed at unload.
 
-Runs on the GPU (the real driver runs host functions on a thread of its own) and under the fake driver
-(CPU CI, through test/emulator/test_cudla_fake_driver.py), which runs them inline unless asked to use a
-thread of its own as the real driver does.
+Runs on the GPU and under the fake driver (CPU CI, through test/emulator/test_cudla_fake_driver.py): both
+run host functions on threads of their own (the fake one per stream); the fake runs them inline on the
+caller's thread for a stream it did not make, which the inline case uses.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from collections.abc import Iterator
+import types
 from pathlib import Path
 from typing import Any
 
@@ -55,35 +55,46 @@ def _fake_lib() -> Any:
     return fake_cuda._LIB
 
 
-@pytest.fixture()
-def driver_thread(emu: Any) -> Iterator[None]:
-    """Host functions on a thread of the driver's own: the real driver's way, the fake's on request."""
-    if emu.fake:
-        _fake_lib().fakeHostFuncThread(1)
-    try:
-        yield
-    finally:
-        if emu.fake:
-            _fake_lib().fakeHostFuncThread(0)
+class _ForeignStream:
+    """A stream handle the fake driver did not make: it runs that stream's work at once, on the caller's
+    thread (host functions inline)."""
+
+    _token = ctypes.c_uint64(0)
+
+    def __init__(self) -> None:
+        self.handle = ctypes.addressof(self._token)
+
+    def synchronize(self, stage: str = "execution") -> None:
+        return None
+
+    def is_capturing(self) -> bool:
+        return False
+
+    def destroy(self) -> None:
+        self.handle = 0
 
 
-def _run(cuda: Any, artifacts_dir: Path, frames: int = 3) -> None:
+def _run(cuda: Any, artifacts_dir: Path, frames: int = 3) -> tuple[dict[int, str], dict[str, Any]]:
+    """Frames through a backend; the process's thread names and a CPU sample (benchmark's sampler, the
+    emulator's threads excluded) taken before the backend closes (the fake driver's stream threads end
+    with their streams)."""
     art = cases.oracle_artifact(artifacts_dir, "linear", "fp16", "linear", "fp16")
     with CudlaBackend(load_artifact(art.sidecar), cuda=cuda) as be:
         for i in range(frames):
             be.infer(cases.make_frame(i + 1).image, "rgb8")
+        sample = cpu_probe.CpuSampler(lambda: 0, excluded_threads=EMULATOR_THREADS).sample()
+        return _names(), sample
 
 
-def test_the_drivers_host_function_thread_is_named_and_left_out(emu: Any, cuda: Any, artifacts_dir: Path,
-                                                                driver_thread: None) -> None:
+def test_the_drivers_host_function_thread_is_named_and_left_out(emu: Any, cuda: Any,
+                                                                artifacts_dir: Path) -> None:
     name_fn = emu.lib.dlaEmuHostThreadName
     name_fn.restype = ctypes.c_char_p
     assert (name_fn() or b"").decode() == EMULATOR_THREADS[0]  # the name the benchmark leaves out
     me = threading.get_native_id()
     my_name = _comm(me)
     inline0, total0 = _counter(emu, "dlaEmuInlineHostCpuNs"), _counter(emu, "dlaEmuHostCpuNs")
-    _run(cuda, artifacts_dir)
-    names = _names()
+    names, sample = _run(cuda, artifacts_dir)
     host = [tid for tid, name in names.items() if name == EMULATOR_THREADS[0]]
     assert host and me not in host, names
     assert names[me] == my_name  # the submitting thread keeps its own name
@@ -91,8 +102,6 @@ def test_the_drivers_host_function_thread_is_named_and_left_out(emu: Any, cuda: 
     assert _counter(emu, "dlaEmuInlineHostCpuNs") == inline0
     assert _counter(emu, "dlaEmuHostCpuNs") > total0
     # the benchmark's sampler reports that thread apart and counts none of it as the process's own
-    sampler = cpu_probe.CpuSampler(lambda: 0, excluded_threads=EMULATOR_THREADS)
-    sample = sampler.sample()
     assert EMULATOR_THREADS[0] in sample["excluded_threads"]
     assert EMULATOR_THREADS[0] not in sample["threads"]
 
@@ -104,7 +113,7 @@ def test_inline_host_functions_leave_the_callers_name_and_count_as_inline(emu: A
     me = threading.get_native_id()
     my_name = _comm(me)
     inline0, total0 = _counter(emu, "dlaEmuInlineHostCpuNs"), _counter(emu, "dlaEmuHostCpuNs")
-    _run(cuda, artifacts_dir)
+    _run(types.SimpleNamespace(**{**vars(cuda), "Stream": _ForeignStream}), artifacts_dir)
     assert _comm(me) == my_name
     inline = _counter(emu, "dlaEmuInlineHostCpuNs") - inline0
     assert inline > 0 and inline == _counter(emu, "dlaEmuHostCpuNs") - total0

@@ -20,6 +20,7 @@ from dla_infer_node.backends.cudla_errors import (
 )
 
 CUDA_ERROR_EXTERNAL_DEVICE = 911  # cudaErrorExternalDevice: a DLA fault seen from the CUDA side
+CUDA_ERROR_NOT_READY = 600  # cudaErrorNotReady: what cudaEventQuery answers for work still running
 
 
 def _rt() -> Any:
@@ -130,6 +131,39 @@ class PinnedBuffer:
             check(_rt().cudaFreeHost(ptr), "cudaFreeHost", {"ptr": hex(ptr), "what": self.what}, "memory")
 
 
+class Event:
+    """A CUDA event made with ``cudaEventBlockingSync``: a host thread waiting for it sleeps instead of
+    spinning on a CPU core (see :class:`Stream`). ``record`` marks the end of what is enqueued on a stream
+    so far; ``query`` says (without waiting) whether that work is done, ``synchronize`` waits for it."""
+
+    def __init__(self) -> None:
+        rt = _rt()
+        flags = rt.cudaEventBlockingSync | rt.cudaEventDisableTiming
+        self._event: Any = check(rt.cudaEventCreateWithFlags(flags), "cudaEventCreateWithFlags",
+                                 {"flags": "cudaEventBlockingSync | cudaEventDisableTiming"}, "device")
+
+    def record(self, stream: int, stage: str = "submit") -> None:
+        check(_rt().cudaEventRecord(self._event, int(stream)), "cudaEventRecord",
+              {"stream": hex(int(stream))}, stage)
+
+    def query(self, stage: str = "execution") -> bool:
+        result = _rt().cudaEventQuery(self._event)
+        code = int(result[0] if isinstance(result, tuple) else result)
+        if code == CUDA_ERROR_NOT_READY:
+            return False
+        check(result, "cudaEventQuery", {}, stage)
+        return True
+
+    def synchronize(self, stage: str = "execution") -> None:
+        check(_rt().cudaEventSynchronize(self._event), "cudaEventSynchronize", {}, stage)
+
+    def destroy(self) -> None:
+        """Idempotent."""
+        event, self._event = self._event, None
+        if event is not None:
+            check(_rt().cudaEventDestroy(event), "cudaEventDestroy", {}, "device")
+
+
 class Stream:
     """A non-blocking CUDA stream owned by one backend, with the event it waits on.
 
@@ -144,20 +178,17 @@ class Stream:
                   {"flags": "cudaStreamNonBlocking"}, "device")
         self._obj = s
         self.handle: int = int(s)
+        self._done: Event | None = None
         try:
-            flags = rt.cudaEventBlockingSync | rt.cudaEventDisableTiming
-            self._done = check(rt.cudaEventCreateWithFlags(flags), "cudaEventCreateWithFlags",
-                               {"flags": "cudaEventBlockingSync | cudaEventDisableTiming"}, "device")
+            self._done = Event()
         except BaseException:
             self.destroy()
             raise
 
     def synchronize(self, stage: str = "execution") -> None:
-        rt = _rt()
-        check(rt.cudaEventRecord(self._done, self.handle), "cudaEventRecord", {"stream": hex(self.handle)},
-              stage)
-        check(rt.cudaEventSynchronize(self._done), "cudaEventSynchronize", {"stream": hex(self.handle)},
-              stage)
+        assert self._done is not None
+        self._done.record(self.handle, stage)
+        self._done.synchronize(stage)
 
     def is_capturing(self) -> bool:
         rt = _rt()
@@ -169,7 +200,7 @@ class Stream:
         """Event, then stream. Idempotent."""
         done, self._done = getattr(self, "_done", None), None
         if done is not None:
-            check(_rt().cudaEventDestroy(done), "cudaEventDestroy", {"stream": hex(self.handle)}, "device")
+            done.destroy()
         if self.handle:
             h, self.handle = self.handle, 0
             check(_rt().cudaStreamDestroy(h), "cudaStreamDestroy", {"stream": hex(h)}, "device")

@@ -3,13 +3,20 @@
 Start (construction = load), in this order; each step's failure is a stage error and undoes the steps
 before it: loadable file checks -> libcudla probe (``get_version``) and DLA count -> CUDA context current
 -> stream -> ``create_device(dla_core, Mode.CUDA_DLA)`` -> ``module_load_from_memory`` -> descriptors
-checked against the artifact -> one ``cudaMalloc`` per tensor sized from ``size_`` -> pinned host buffers
-for the outputs -> ``mem_register`` once per buffer -> a ``Task`` (registered pointers, NULL events) ->
-the input path (CPU pack + async copy, or the fused GPU kernel).
+checked against the artifact -> per buffer set (``frames_in_flight`` of them, two by default): one
+``cudaMalloc`` per tensor sized from ``size_``, pinned host buffers for the outputs -> ``mem_register``
+once per buffer -> per set a ``Task`` (its registered pointers, NULL events) and an event -> the input path
+(CPU pack + async copy, or the fused GPU kernel).
 
-Per frame: input path enqueues the input on the stream -> ``submit_task`` on the same stream -> async
-D2H copies into pinned buffers -> ONE stream synchronisation -> unpack -> :class:`RawOutputs`. No device
-or pinned memory is allocated per frame.
+Per frame, in two halves so that a second frame can be on its way while the DLA runs the first:
+:meth:`CudlaBackend.submit` (the input path enqueues the frame into a free buffer set's input on the
+stream -> ``submit_task`` of that set's task on the same stream -> async D2H copies into the set's pinned
+buffers -> the set's event recorded) and :meth:`CudlaBackend.collect` (wait for that event -> unpack ->
+:class:`RawOutputs`). :meth:`CudlaBackend.infer` is both at once. One stream keeps every frame's work in
+submission order (hybrid mode runs the tasks of one stream in order), so the input copy of frame N+1 never
+overtakes task N; the second set is for the host side: frame N's pinned outputs are still being decoded
+while frame N+1's copies are queued, and neither task's buffers are written before its outputs are read.
+A set is reused only after its frame was collected. No device or pinned memory is allocated per frame.
 
 A CUDA error on the output copies or the sync is a DLA execution fault: ``get_last_error`` is read, both
 codes are reported as an ``execution``-stage error, and the backend refuses further frames (CUDA calls the
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -50,6 +58,7 @@ from dla_infer_node.backends.input_path import INPUT_PATH_KINDS, CpuInputPath, I
 from dla_infer_node.core.backend import RawOutputs
 from dla_infer_node.core.errors import BackendError, ModelError, ParameterError
 from dla_infer_node.core.model_meta import ModelMetadata, load_metadata
+from dla_infer_node.core.preprocess import Letterbox
 from dla_infer_node.core.settings import validate_value
 from dla_infer_node.core.tensor_format import unpack
 
@@ -81,6 +90,29 @@ def import_cudla() -> ModuleType:
     return cudla
 
 
+@dataclass
+class BufferSet:
+    """One frame's place on the DLA: its registered buffers' CUDA pointers, the pinned host copies of its
+    outputs, its task and the event recorded after its output copies. The backend owns all of them (and
+    releases them in :meth:`CudlaBackend.close`); a set only groups them."""
+
+    index: int
+    input_ptr: int
+    output_ptrs: list[int]  # outputs in descriptor (index) order, as the task lists them
+    pinned: list[Any]
+    task: Any = None
+    done: Any = None
+    in_flight: Submitted | None = None
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """A frame submitted to the DLA; :meth:`CudlaBackend.collect` takes it, once."""
+
+    buffers: BufferSet = field(repr=False)
+    letterbox: Letterbox
+
+
 class CudlaBackend:
     """One DLA core, one loadable, one CUDA stream; owns every handle it creates (see module docstring)."""
 
@@ -95,6 +127,7 @@ class CudlaBackend:
         cuda_device: int = 0,
         max_frame: tuple[int, int] = MAX_FRAME,
         task_timeout_ms: int | None = None,
+        frames_in_flight: int = 2,
         cudla_module: Any = None,
         cuda: Any = None,
         input_path_factory: Callable[..., InputPath] | None = None,
@@ -107,6 +140,9 @@ class CudlaBackend:
         self._cuda_device = int(cuda_device)
         self._max_frame = max_frame
         self._timeout = task_timeout_ms
+        if int(frames_in_flight) < 1:
+            raise ParameterError("frames_in_flight", frames_in_flight, "1 or more buffer sets")
+        self.frames_in_flight = int(frames_in_flight)
         self._make_input = input_path_factory or make_input_path
         # called as each start stage passes (the doctor prints them); "descriptors" comes before the check
         self._observe = observer or (lambda stage, info: None)
@@ -117,8 +153,10 @@ class CudlaBackend:
         self._dev_bufs: list[int] = []
         self._pinned: list[Any] = []
         self._registered: list[int] = []
+        self._events: list[Any] = []
+        self._sets: list[BufferSet] = []
+        self._next_set = 0
         self._input: InputPath | None = None
-        self._task: Any = None
         self.inputs: list[BoundTensor] = []
         self.outputs: list[BoundTensor] = []
         self.descriptors: dict[str, list[dict[str, Any]]] = {"inputs": [], "outputs": []}
@@ -164,13 +202,20 @@ class CudlaBackend:
         self._bind_descriptors()
         self._observe("tensors", {"inputs": len(self.inputs), "outputs": len(self.outputs)})
         self._allocate_and_register()
-        self._observe("memory", {"buffers": len(self._registered),
-                                 "bytes": sum(t.size for t in self.inputs + self.outputs)})
-        task = cudla.Task()  # zero-filled: wait_events / signal_events stay NULL (hybrid mode)
-        task.module_handle = self._module
-        task.input_tensor = [self._registered[t.index] for t in self.inputs]
-        task.output_tensor = [self._registered[len(self.inputs) + t.index] for t in self._outputs_by_index()]
-        self._task = task
+        per_frame = sum(t.size for t in self.inputs + self.outputs)
+        self._observe("memory", {"buffers": len(self._registered), "buffer_sets": self.frames_in_flight,
+                                 "bytes": self.frames_in_flight * per_frame})
+        n_in, per_set = len(self.inputs), len(self.inputs) + len(self.outputs)
+        for k in range(self.frames_in_flight):
+            ptrs, regs = (lst[k * per_set:(k + 1) * per_set] for lst in (self._dev_bufs, self._registered))
+            task = cudla.Task()  # zero-filled: wait_events / signal_events stay NULL (hybrid mode)
+            task.module_handle = self._module
+            task.input_tensor = [regs[t.index] for t in self.inputs]
+            task.output_tensor = regs[n_in:]
+            self._events.append(cr.Event())
+            self._sets.append(BufferSet(k, ptrs[self.inputs[0].index], ptrs[n_in:],
+                                        self._pinned[k * len(self.outputs):(k + 1) * len(self.outputs)],
+                                        task, self._events[-1]))
         inp = self.inputs[0]
         own_cpu_path = self.preprocess_device == "cpu" and self._make_input is make_input_path
         extra = {"cuda": self._cr} if own_cpu_path else {}
@@ -201,12 +246,13 @@ class CudlaBackend:
         return sorted(self.outputs, key=lambda t: t.index)
 
     def _allocate_and_register(self) -> None:
-        """Buffers in descriptor order: inputs, then outputs; all zeroed once so pads are defined."""
+        """Buffers set by set, each in descriptor order (inputs, then outputs); all zeroed once so pads are
+        defined."""
         cr, cudla = self._cr, self._cudla
-        tensors = list(self.inputs) + self._outputs_by_index()
+        tensors = (list(self.inputs) + self._outputs_by_index()) * self.frames_in_flight
         for t in tensors:
             self._dev_bufs.append(cr.malloc(t.size, what=t.name))
-        for t in self._outputs_by_index():
+        for t in self._outputs_by_index() * self.frames_in_flight:
             self._pinned.append(cr.PinnedBuffer(t.size, what=t.name))
         for t, ptr in zip(tensors, self._dev_bufs, strict=True):
             cr.memset_async(ptr, 0, t.size, self._stream.handle)
@@ -219,29 +265,67 @@ class CudlaBackend:
 
     # ---- per frame -------------------------------------------------------------------------------------
     def infer(self, image: np.ndarray, encoding: str) -> RawOutputs:
+        return self.collect(self.submit(image, encoding))
+
+    def _usable(self, call: str) -> None:
         if self._closed or self._input is None:
-            raise BackendError("backend is closed", call="CudlaBackend.infer", stage="backend")
+            raise BackendError("backend is closed", call=call, stage="backend")
         if self._faulted is not None:
             raise self._faulted
+
+    def submit(self, image: np.ndarray, encoding: str) -> Submitted:
+        """Enqueue the frame on a free buffer set and return at once (the DLA runs it after the frames
+        submitted before it); :meth:`collect` waits for it."""
+        self._usable("CudlaBackend.submit")
+        n = len(self._sets)
+        in_turn = [self._sets[(self._next_set + i) % n] for i in range(n)]
+        bufs = next((b for b in in_turn if b.in_flight is None), None)
+        if bufs is None:
+            raise BackendError(f"all {n} buffer sets hold frames in flight: collect one before submitting",
+                               call="CudlaBackend.submit", stage="backend")
         cudla, cr, stream = self._cudla, self._cr, self._stream.handle
-        lb = self._input.enqueue(image, encoding, self._dev_bufs[self.inputs[0].index], stream)
-        cudla_call("submit", "cudla.submit_task", {"dla_core": self.dla_core, "num_tasks": 1,
-                                                   "stream": hex(stream), "flags": 0},
-                   cudla.submit_task, self._dev, self._task.ptr, 1, stream, 0)
-        n_in = len(self.inputs)
-        by_index = self._outputs_by_index()
+        assert self._input is not None
+        lb = self._input.enqueue(image, encoding, bufs.input_ptr, stream)
+        params = {"dla_core": self.dla_core, "num_tasks": 1, "stream": hex(stream), "flags": 0,
+                  "buffer_set": bufs.index}
+        cudla_call("submit", "cudla.submit_task", params,
+                   cudla.submit_task, self._dev, bufs.task.ptr, 1, stream, 0)
         try:
-            for pos, t in enumerate(by_index):
-                cr.memcpy_dtoh_async(self._pinned[pos].ptr, self._dev_bufs[n_in + pos], t.size, stream,
-                                     stage="execution")
-            self._stream.synchronize(stage="execution")
+            for t, src, dst in zip(self._outputs_by_index(), bufs.output_ptrs, bufs.pinned, strict=True):
+                cr.memcpy_dtoh_async(dst.ptr, src, t.size, stream, stage="execution")
+            bufs.done.record(stream, stage="execution")
         except CudlaStageError as exc:
-            if exc.cuda_error is None:
-                raise
-            raise self._execution_fault(exc) from exc
-        pinned = {t.index: self._pinned[pos] for pos, t in enumerate(by_index)}
+            raise self._fault_or(exc) from exc
+        self._next_set = (bufs.index + 1) % n
+        bufs.in_flight = ticket = Submitted(bufs, lb)
+        return ticket
+
+    def ready(self, ticket: Submitted) -> bool:
+        """Whether :meth:`collect` would return without waiting (a failure says True: collect reports it)."""
+        try:
+            return bool(ticket.buffers.done.query(stage="execution"))
+        except CudlaStageError:
+            return True
+
+    def collect(self, ticket: Submitted) -> RawOutputs:
+        """Wait for a submitted frame's outputs and unpack them; its buffer set is free again after."""
+        bufs = ticket.buffers
+        if bufs.in_flight is not ticket:
+            raise BackendError("this frame was collected already", call="CudlaBackend.collect",
+                               stage="backend")
+        self._usable("CudlaBackend.collect")
+        try:
+            bufs.done.synchronize(stage="execution")
+        except CudlaStageError as exc:
+            raise self._fault_or(exc) from exc
+        pinned = {t.index: buf for t, buf in zip(self._outputs_by_index(), bufs.pinned, strict=True)}
         tensors = [unpack(pinned[t.index].array, t.layout, t.scale).reshape(t.shape) for t in self.outputs]
-        return RawOutputs(tensors=tensors, letterbox=lb)
+        bufs.in_flight = None  # unpack copied the outputs out: the set may take the next frame
+        return RawOutputs(tensors=tensors, letterbox=ticket.letterbox)
+
+    def _fault_or(self, exc: CudlaStageError) -> CudlaStageError:
+        """A CUDA error on the copies or the wait after a submit is a DLA execution fault."""
+        return exc if exc.cuda_error is None else self._execution_fault(exc)
 
     def dla_status(self) -> int:
         """``cudla.get_last_error`` of this handle: the status of the last task the DLA ran."""
@@ -286,7 +370,10 @@ class CudlaBackend:
         if self._input is not None:
             step("input path close", self._input.close)
             self._input = None
-        self._task = None
+        self._sets = []
+        for event in reversed(self._events):
+            step("cudaEventDestroy", event.destroy)
+        self._events = []
         for reg in reversed(self._registered):
             step("cudla.mem_unregister", cudla.mem_unregister, self._dev, reg)  # type: ignore[union-attr]
         self._registered = []
@@ -342,7 +429,8 @@ def open_cudla_backend(settings: Any) -> tuple[CudlaBackend, ModelMetadata]:
     if settings.metadata_path:
         _check_same_model(artifact.metadata, load_metadata(settings.metadata_path))
     LOG.info("artifact: %s", artifact.summary())
-    backend = CudlaBackend(artifact, dla_core=settings.dla_core, preprocess_device=settings.preprocess_device)
+    backend = CudlaBackend(artifact, dla_core=settings.dla_core, preprocess_device=settings.preprocess_device,
+                           frames_in_flight=settings.frames_in_flight)
     return backend, artifact.metadata
 
 

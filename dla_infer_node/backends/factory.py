@@ -29,6 +29,7 @@ class BackendSettings:
     artifact_path: str = ""
     runtime_mode: str = "hybrid"
     dla_core: int = 0
+    frames_in_flight: int = 2
     ort_providers: tuple[str, ...] = ("CPUExecutionProvider",)
     ort_threads: int = 0
     preprocess_device: str = "cpu"
@@ -36,7 +37,8 @@ class BackendSettings:
     def validate(self) -> BackendSettings:
         """Check every value by its row of the settings table (and the files this backend reads); returns
         the settings with ``preprocess_device`` resolved. Raises :class:`ParameterError`."""
-        for name in ("backend", "runtime_mode", "dla_core", "ort_threads", "ort_providers"):
+        for name in ("backend", "runtime_mode", "dla_core", "frames_in_flight", "ort_threads",
+                     "ort_providers"):
             validate_value(name, getattr(self, name))
         device = resolve_preprocess_device(self.backend, str(validate_value("preprocess_device",
                                                                             self.preprocess_device)))

@@ -13,9 +13,10 @@ Contract (read by the GPU-preprocess implementation, ``gpu_preprocess.GpuInputPa
   ``cudaStream_t`` handle), all work that fills the device buffer at ``dst_ptr`` (the DLA-registered
   input buffer, ``layout.size`` bytes, 32-byte aligned) with the letterboxed, normalised, quantised
   frame in ``layout`` — including zeroed pad channels / row pads. It must NOT synchronise the host
-  with the stream: the backend submits the DLA task on the same stream right after, and synchronises
-  once per frame after the output copies. It may, however, reuse its pinned staging buffer only once
-  the previous frame's copy has completed — the backend's per-frame sync guarantees that.
+  with the stream: the backend submits the DLA task on the same stream right after, and may submit the
+  next frame (into another buffer set) before it waits for this one. So the path guards its own staging:
+  it rewrites a host staging buffer only once the previous frame's copy out of it has completed (an event
+  recorded after that copy).
   ``image`` is the frame's view as :mod:`dla_infer_node.core.encodings` shapes it for ``encoding`` (a
   table name: ``(H, W, C)`` uint8 or uint16 for packed ones, ``(H, W, 2)`` for YUYV/UYVY, ``(H*3/2, W, 1)``
   for NV12/NV21, ``(H, W, 1)`` for Bayer; 16-bit views carry the message's byte order in their dtype).
@@ -81,9 +82,10 @@ class SizedInputPath:
 class CpuInputPath(SizedInputPath):
     """CPU letterbox + pack into a pinned host buffer, then one async H2D copy on the stream.
 
-    The pinned buffer is allocated once; the per-frame sync of the backend guarantees that the
-    previous copy out of it has finished before the next frame overwrites it. ``cuda`` replaces
-    :mod:`dla_infer_node.backends.cuda_runtime` (tests substitute a fake runtime).
+    The pinned buffer is allocated once; an event recorded after each copy out of it is waited for before
+    the next frame is packed into it (the backend may have submitted a later frame before it waits for
+    this one). ``cuda`` replaces :mod:`dla_infer_node.backends.cuda_runtime` (tests substitute a fake
+    runtime).
     """
 
     def _setup(self, int8_scale: float | None, cuda: Any = None) -> None:
@@ -94,7 +96,13 @@ class CpuInputPath(SizedInputPath):
         self._max_w, self._max_h = int(self._max_w), int(self._max_h)
         self._cr = cr = cuda if cuda is not None else cuda_runtime
         self._pre = Preprocessor(self._spec)
+        self._copied: Any = None
         self._pinned: Any = cr.PinnedBuffer(layout.size, what="input staging")
+        try:
+            self._copied = cr.Event()
+        except BaseException:
+            self.close()
+            raise
 
     def enqueue(self, image: np.ndarray, encoding: str, dst_ptr: int, stream: int) -> Letterbox:
         if self._pinned is None:
@@ -105,11 +113,19 @@ class CpuInputPath(SizedInputPath):
                 f"frame {w}x{h} larger than the configured maximum "
                 f"{self._max_w}x{self._max_h}",
                 call="CpuInputPath.enqueue", params={"encoding": encoding})
+        self._copied.synchronize(stage="submit")  # the previous frame's copy may still read the staging
         lb = self._pre.into_layout(image, encoding, self._layout, self._pinned.array, self._scale)
         self._cr.memcpy_htod_async(dst_ptr, self._pinned.ptr, self._layout.size, stream)
+        self._copied.record(stream)
         return lb
 
     def close(self) -> None:
+        """The event, then the staging buffer (after the backend synchronised the stream). Idempotent."""
+        event, self._copied = self._copied, None
         buf, self._pinned = self._pinned, None
-        if buf is not None:
-            buf.free()
+        try:
+            if event is not None:
+                event.destroy()
+        finally:
+            if buf is not None:
+                buf.free()

@@ -318,10 +318,14 @@ def cpu_summary(node: dict[str, Any], bare: dict[str, Any], stages: dict[str, li
     threads = node_pf["threads_ms_per_frame"]
     executor_us = 1e3 * threads.get("MainThread", 0.0)
     worker_us = 1e3 * threads.get("dla_infer_worker", 0.0)
-    infer, copy, wait = mean_us("backend_infer"), mean_us("backend_copy_to_gpu"), mean_us("backend_wait")
+    # a frame's backend work: submit (or the whole infer of a backend that is not pipelined) + collect
+    backend = mean_us("backend_submit") + mean_us("backend_collect")
+    copy, wait = mean_us("backend_copy_to_gpu"), mean_us("backend_wait")
+    # the cuDLA backend unpacks each output tensor in its collect: their calls per collected frame
     unpack = mean_us("backend_unpack") * per_stage.get("backend_unpack", {}).get("calls", 0) / max(
-        per_stage.get("backend_infer", {}).get("calls", 0), 1)  # one call per output tensor
-    worker_steps = mean_us("header_parse_view") + mean_us("detect") + mean_us("publish")
+        per_stage.get("backend_collect", {}).get("calls", 0), 1)
+    detect = mean_us("detect_start") + mean_us("detect_finish")
+    worker_steps = mean_us("header_parse_view") + detect + mean_us("publish")
     rest = {k: v for k, v in threads.items() if k not in ("MainThread", "dla_infer_worker")}
     breakdown = {
         # the executor thread: rmw take (the serialized frame copied into a Python bytes object), the
@@ -330,10 +334,10 @@ def cpu_summary(node: dict[str, Any], bare: dict[str, Any], stages: dict[str, li
         "callback_handoff": mean_us("callback"),
         "header_parse_view": mean_us("header_parse_view"),
         "copy_to_gpu": copy,
-        "submit_infer": infer - copy - wait - unpack,
+        "submit_infer": backend - copy - wait - unpack,
         "wait_for_result": wait,
         "unpack_outputs": unpack,
-        "decode": mean_us("detect") - infer,
+        "decode": detect - backend,
         "publish": mean_us("publish"),
         "worker_other": worker_us - worker_steps,
         "other_threads": 1e3 * sum(rest.values()),

@@ -5,12 +5,17 @@ A backend owns its accelerator resources and its input path: it receives the raw
 tensors as float32 arrays in the order the model metadata lists them, together with the letterbox
 record needed to map boxes back to source pixels. Decoding happens outside the backend, so every
 backend shares one decoder.
+
+A backend whose accelerator runs on its own (the DLA) may also take a frame in two halves
+(:class:`PipelinedBackend`): ``submit`` returns once the frame is on its way, ``collect`` waits for its
+outputs. Up to ``frames_in_flight`` frames may be submitted and not yet collected, so the host prepares the
+next frame and decodes the last one while the accelerator runs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -45,4 +50,26 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release every resource, in reverse order of acquisition. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class PipelinedBackend(Backend, Protocol):
+    """A backend that takes a frame in two halves (module docstring); ``infer`` is both at once."""
+
+    @property
+    def frames_in_flight(self) -> int:
+        """How many frames may be submitted and not yet collected."""
+        ...
+
+    def submit(self, image: np.ndarray, encoding: str) -> Any:
+        """Start one frame and return its ticket at once (no wait for the accelerator)."""
+        ...
+
+    def ready(self, ticket: Any) -> bool:
+        """Whether ``collect(ticket)`` would return without waiting."""
+        ...
+
+    def collect(self, ticket: Any) -> RawOutputs:
+        """Wait for a submitted frame's outputs (each ticket once)."""
         ...

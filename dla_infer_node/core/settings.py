@@ -147,6 +147,12 @@ PARAMETERS: tuple[ParamSpec, ...] = (
        "refused at startup with the reason.", choices=RUNTIME_MODES),
     ParamSpec("dla_core", "integer", 0, "DLA core for backend cudla (AGX Orin has cores 0 and 1).",
               min=0, max=1),
+    ParamSpec("frames_in_flight", "integer", 2, "Frames on their way to each DLA core at once (backend "
+              "cudla; one buffer set each). 2: while the DLA runs one frame, the core's worker preprocesses "
+              "and submits the next and then decodes and publishes the first, so the core does not wait for "
+              "the CPU: more frames answered when a core is the limit, each taken a task earlier (it waits "
+              "on the core, not in its camera's slot). 1: one frame at a time. The onnxruntime backend "
+              "always runs one.", min=1, max=2),
     _s("preprocess_device", "auto", "Where letterbox/normalise/pack runs: 'cpu', 'gpu' (one CUDA kernel "
        "into the registered DLA input buffer; backend cudla only), or 'auto' (gpu with backend cudla "
        "where cuda.core is installed, cpu otherwise; the node declares the resolved value).",

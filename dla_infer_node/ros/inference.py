@@ -2,9 +2,12 @@
 
 The subscription callback only hands bytes to :meth:`FrameInference.submit` (one per camera); everything
 after that runs on the worker thread of the camera's :class:`CoreService` (one per detector, i.e. per DLA
-core: its thread serves the latest frame of each of its cameras in turn). Frames that cannot be used are
-counted and skipped (never a crash); a DLA fault, after which CUDA documents the process as inconsistent,
-stops the worker and is kept in ``fatal_error`` for ``main`` to exit non-zero.
+core: its thread serves the latest frame of each of its cameras in turn). A frame is taken in two stages:
+read + preprocess + submit (:meth:`Detector.start`), then wait + decode + publish (:meth:`Detector.finish`);
+with a DLA backend (two frames in flight) the core's next frame is submitted before the last one is
+decoded, so the core does not idle while the CPU works. Frames that cannot be used are counted and skipped
+(never a crash); a DLA fault, after which CUDA documents the process as inconsistent, stops the worker and
+is kept in ``fatal_error`` for ``main`` to exit non-zero.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,7 +29,7 @@ from dla_infer_node.core.cdr_image import UnsupportedEncoding
 from dla_infer_node.core.detections import Detections
 from dla_infer_node.core.errors import BackendError, DlaInferError, InputError
 from dla_infer_node.core.image_io import DEFAULT_MAX_INPUT_PIXELS
-from dla_infer_node.core.pipeline import Detector
+from dla_infer_node.core.pipeline import Detector, Started
 from dla_infer_node.ros import ros_convert
 from dla_infer_node.ros.worker import FairFrameWorker
 
@@ -45,13 +49,14 @@ def apply_to_detector(detector: Detector, values: Mapping[str, Any]) -> None:
 
 class CoreService:
     """One detector (one backend: a DLA core, or the CPU) and the worker thread that serves the latest frame
-    of each of its cameras in turn."""
+    of each of its cameras in turn, with as many frames in flight as the detector takes."""
 
     def __init__(self, detector: Detector, logger: RcutilsLogger, name: str = "dla_infer_worker") -> None:
         self.detector = detector
         self.fatal_error: BaseException | None = None
         self._logger = logger
-        self.worker = FairFrameWorker(on_error=self._on_worker_error, name=name)
+        self.worker = FairFrameWorker(on_error=self._on_worker_error, name=name,
+                                      depth=detector.frames_in_flight)
 
     def start(self) -> None:
         self.worker.start()
@@ -100,7 +105,7 @@ class FrameInference:
         self._published = 0
         self._detections = 0
         self._latency_s: deque[float] = deque(maxlen=512)
-        self.service.worker.add_slot(key, self._process)
+        self.service.worker.add_staged_slot(key, self._start)
 
     @property
     def detector(self) -> Detector:
@@ -134,20 +139,33 @@ class FrameInference:
             frame, encoding = ros_convert.frame_from_msg(msg, self._max_pixels)
             return frame, encoding, msg.header
 
-    def _process(self, item: tuple[bytes, float]) -> None:
+    def _start(self, item: tuple[bytes, float]) -> _Answer | None:
+        """The frame read, preprocessed and submitted; None when it was unusable (counted)."""
         raw, t_in = item
         try:
             frame, encoding, header = self._frame(raw)
-            dets = self.detector.detect(frame, encoding)
+            started = self.detector.start(frame, encoding)
         except InputError as exc:
-            with self._lock:
-                self._bad_input += 1
-                n = self._bad_input
-            self._logger.warning(f"dropped an unusable frame ({n} so far): {exc}", throttle_duration_sec=5.0)
-            return
-        self._publish(dets, header, frame, encoding)
+            self._count_bad(exc)
+            return None
+        return _Answer(self, started, frame, encoding, header, t_in)
+
+    def _count_bad(self, exc: InputError) -> None:
         with self._lock:
-            self._latency_s.append(time.monotonic() - t_in)
+            self._bad_input += 1
+            n = self._bad_input
+        self._logger.warning(f"dropped an unusable frame ({n} so far): {exc}", throttle_duration_sec=5.0)
+
+    def _answer(self, answer: _Answer) -> None:
+        """Wait for the frame's outputs, decode, publish (the worker calls this in start order)."""
+        try:
+            dets = self.detector.finish(answer.started)
+        except InputError as exc:
+            self._count_bad(exc)
+            return
+        self._publish(dets, answer.header, answer.frame, answer.encoding)
+        with self._lock:
+            self._latency_s.append(time.monotonic() - answer.t_in)
             self._published += 1
             self._detections += len(dets)
 
@@ -169,3 +187,22 @@ class FrameInference:
         """Stop the worker, then close the detector (and its backend), when this camera owns them; a shared
         service is its owner's to close. False if the worker did not stop."""
         return self.service.close() if self._owns else True
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """One camera frame in flight: what its publication needs once its outputs are there. The frame view
+    (over the message's bytes) is kept for the debug overlay."""
+
+    owner: FrameInference
+    started: Started
+    frame: np.ndarray
+    encoding: str
+    header: Header
+    t_in: float
+
+    def ready(self) -> bool:
+        return self.owner.detector.ready(self.started)
+
+    def finish(self) -> None:
+        self.owner._answer(self)

@@ -39,6 +39,7 @@ class NodeConfig:
     artifact_path: str
     runtime_mode: str
     dla_core: int
+    frames_in_flight: int
     preprocess_device: str
     ort_threads: int
     ort_providers: tuple[str, ...]

@@ -60,8 +60,9 @@ def open_configured_backend(config: NodeConfig) -> Injected:
     return open_backend(BackendSettings(
         backend=config.backend, model_path=config.model_path, metadata_path=config.metadata_path,
         loadable_path=config.loadable_path, artifact_path=config.artifact_path,
-        runtime_mode=config.runtime_mode, dla_core=config.dla_core, ort_providers=config.ort_providers,
-        ort_threads=config.ort_threads, preprocess_device=config.preprocess_device))
+        runtime_mode=config.runtime_mode, dla_core=config.dla_core, frames_in_flight=config.frames_in_flight,
+        ort_providers=config.ort_providers, ort_threads=config.ort_threads,
+        preprocess_device=config.preprocess_device))
 
 
 @dataclass(frozen=True)

@@ -10,17 +10,35 @@ waiting items in turn, round robin from the slot after the one it served last, s
 one frame per round. A camera at 60 Hz then cannot starve one at 10 Hz: when the core is too slow for all
 of them, every camera's rate falls to the same share (or stays at its own rate, if that is lower).
 :class:`LatestFrameWorker` is the one-slot case. Nothing here knows about ROS.
+
+An accelerator that runs on its own (the DLA) idles while the thread prepares and decodes on the CPU. A
+slot added with :meth:`FairFrameWorker.add_staged_slot` takes its item in two stages: ``start(item)``
+prepares and submits it and returns an :class:`InFlight` (or None when there is nothing left to do), whose
+``finish()`` waits for the accelerator and publishes. With ``depth`` 2 the thread starts the next item
+(the same turn order) before it finishes the one in flight, unless that one is done already: the
+accelerator gets its next task while the thread decodes the last. Items are finished in the order they
+were started. A frame once started is answered even if a newer one arrives meanwhile; the slot keeps only
+the newest of those that wait.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
+
+
+class InFlight(Protocol):
+    """An item started by a staged slot: ``ready()`` says whether ``finish()`` would not wait."""
+
+    def ready(self) -> bool: ...
+
+    def finish(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -34,28 +52,36 @@ class WorkerStats:
 
 @dataclass
 class _Slot:
-    process: Callable[[Any], object]
+    start: Callable[[Any], InFlight | None]
     pending: Any = None
     has_pending: bool = False  # separate flag: None may be a legitimate item
-    busy: bool = False
+    busy: int = 0  # items taken and not yet finished
     submitted: int = 0
     processed: int = 0
     dropped: int = 0
     failed: int = 0
 
 
-class FairFrameWorker:
-    """Runs each slot's ``process(item)`` on one background thread, for the newest item of each slot, slots
-    in turn.
+def _whole(process: Callable[[Any], object]) -> Callable[[Any], InFlight | None]:
+    def start(item: Any) -> None:
+        process(item)
 
-    ``on_error(exc)`` is called (on the worker thread) when a ``process`` raises; it returns True to keep
-    going or False to stop the worker (a fatal error, e.g. an accelerator fault: every slot stops). Without
-    ``on_error`` the worker keeps going.
+    return start
+
+
+class FairFrameWorker:
+    """Runs each slot's work on one background thread, for the newest item of each slot, slots in turn;
+    up to ``depth`` staged items in flight (module docstring).
+
+    ``on_error(exc)`` is called (on the worker thread) when a slot's work raises; it returns True to keep
+    going or False to stop the worker (a fatal error, e.g. an accelerator fault: every slot stops, and
+    items still in flight are counted as failed). Without ``on_error`` the worker keeps going.
     """
 
     def __init__(self, *, on_error: Callable[[BaseException], bool] | None = None,
-                 name: str = "latest-frame-worker") -> None:
+                 name: str = "latest-frame-worker", depth: int = 1) -> None:
         self._on_error = on_error
+        self._depth = max(1, int(depth))
         self._cond = threading.Condition()
         self._slots: dict[Hashable, _Slot] = {}
         self._order: list[Hashable] = []
@@ -65,10 +91,15 @@ class FairFrameWorker:
         self._started = False
 
     def add_slot(self, key: Hashable, process: Callable[[Any], object]) -> None:
+        """A slot whose ``process(item)`` does all of an item's work at once."""
+        self.add_staged_slot(key, _whole(process))
+
+    def add_staged_slot(self, key: Hashable, start: Callable[[Any], InFlight | None]) -> None:
+        """A slot whose items are started and finished in two stages (module docstring)."""
         with self._cond:
             if key in self._slots:
                 raise ValueError(f"slot {key!r} exists")
-            self._slots[key] = _Slot(process)
+            self._slots[key] = _Slot(start)
             self._order.append(key)
 
     def start(self) -> FairFrameWorker:
@@ -100,10 +131,11 @@ class FairFrameWorker:
     def stats(self, key: Hashable) -> WorkerStats:
         with self._cond:
             s = self._slots[key]
-            return WorkerStats(s.submitted, s.processed, s.dropped, s.failed, s.busy)
+            return WorkerStats(s.submitted, s.processed, s.dropped, s.failed, s.busy > 0)
 
     def wait_idle(self, timeout: float, key: Hashable | None = None) -> bool:
-        """Wait until nothing is pending or running (in slot ``key``, or in any); True if idle in time."""
+        """Wait until nothing is pending, running or in flight (in slot ``key``, or in any); True if idle
+        in time."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while self._active(key):
@@ -118,7 +150,8 @@ class FairFrameWorker:
         return any(s.has_pending or s.busy for s in slots)
 
     def stop(self, timeout: float = 5.0) -> bool:
-        """Stop the thread (items still waiting are counted as dropped). Idempotent; True if it ended."""
+        """Stop the thread (items still waiting are counted as dropped; items in flight are finished).
+        Idempotent; True if it ended."""
         with self._cond:
             self._stopping = True
             for slot in self._slots.values():
@@ -142,35 +175,79 @@ class FairFrameWorker:
                 return slot
         return None
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
+    def _next_item(self, flight: deque[tuple[_Slot, InFlight]]) -> tuple[_Slot, Any] | None:
+        """The next item to start, or None when the oldest item in flight is to be finished first (it is
+        done already, or no more may start) or, with nothing in flight, when stopping. Waits for an item
+        only while nothing is in flight."""
+        oldest_done = bool(flight) and self._ready(flight[0][1])
+        with self._cond:
+            if oldest_done or len(flight) >= self._depth:
+                return None
+            slot = self._take()
+            while slot is None and not flight and not self._stopping:
+                self._cond.wait()
                 slot = self._take()
-                while slot is None and not self._stopping:
-                    self._cond.wait()
-                    slot = self._take()
-                if self._stopping or slot is None:
-                    return
-                item = slot.pending
-                slot.pending, slot.has_pending, slot.busy = None, False, True
-            keep_going = True
-            try:
-                slot.process(item)
-                ok = True
-            except BaseException as exc:  # the thread must survive a bad frame; policy is on_error's
-                ok = False
-                keep_going = self._on_error(exc) if self._on_error is not None else True
-            with self._cond:
-                slot.busy = False
-                if ok:
-                    slot.processed += 1
+            if slot is None:
+                return None
+            item = slot.pending
+            slot.pending, slot.has_pending = None, False
+            slot.busy += 1
+            return slot, item
+
+    def _ready(self, flying: InFlight) -> bool:
+        try:
+            return bool(flying.ready())
+        except Exception:  # finish() will raise it, where it is counted
+            return True
+
+    def _settle(self, slot: _Slot, exc: BaseException | None) -> bool:
+        """Count one item's end; False when the worker is to stop (fatal error, or stopping)."""
+        keep_going = True
+        if exc is not None and self._on_error is not None:
+            keep_going = self._on_error(exc)
+        with self._cond:
+            slot.busy -= 1
+            if exc is None:
+                slot.processed += 1
+            else:
+                slot.failed += 1
+            if not keep_going:
+                self._stopping = True
+            self._cond.notify_all()
+            return keep_going
+
+    def _run(self) -> None:
+        flight: deque[tuple[_Slot, InFlight]] = deque()
+        while True:
+            taken = self._next_item(flight)
+            if taken is None and not flight:
+                return  # stopping, nothing in flight
+            if taken is not None:
+                slot, item = taken
+                try:
+                    flying = slot.start(item)
+                except BaseException as exc:  # the thread must survive a bad frame; policy is on_error's
+                    if not self._settle(slot, exc):
+                        break
+                    continue
+                if flying is None:
+                    self._settle(slot, None)
                 else:
-                    slot.failed += 1
-                if not keep_going:
-                    self._stopping = True
-                self._cond.notify_all()
-                if self._stopping:
-                    return
+                    flight.append((slot, flying))
+                continue
+            slot, flying = flight.popleft()
+            try:
+                flying.finish()
+            except BaseException as exc:
+                if not self._settle(slot, exc):
+                    break
+                continue
+            self._settle(slot, None)
+        with self._cond:  # a fatal error: what is still in flight is not finished
+            for slot, _ in flight:
+                slot.busy -= 1
+                slot.failed += 1
+            self._cond.notify_all()
 
 
 class LatestFrameWorker(Generic[T]):

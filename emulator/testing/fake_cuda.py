@@ -1,8 +1,10 @@
 """TEST-ONLY stand-in for ``dla_infer_node.backends.cuda_runtime`` over emulator/testing/fake_libcuda.c.
 
 With it, the real ``cuda.bindings.cudla`` binding, the DLA emulator and the backend run end to end on a
-machine without a GPU. Every "async" call completes immediately, so stream-ordering bugs stay invisible
-here; the GPU tests (test_gpu/) cover those.
+machine without a GPU. Streams are asynchronous as on a GPU (the fake driver runs each stream's work on a
+thread of its own, in order): copies, the emulator's tasks and events complete later than the call that
+enqueued them, so a missing wait shows as wrong bytes here too. What stays invisible is device memory
+itself (it is host memory) and the GPU input path (no kernels); the GPU tests (test_gpu/) cover those.
 """
 
 from __future__ import annotations
@@ -27,6 +29,14 @@ def bind(lib_path: str) -> None:
     _LIB.fakeMalloc.argtypes = [ctypes.c_size_t]
     _LIB.fakeFree.argtypes = [ctypes.c_void_p]
     _LIB.fakeStream.restype = ctypes.c_void_p
+    for name in ("fakeStreamSynchronize", "fakeStreamDestroy"):
+        getattr(_LIB, name).argtypes = [ctypes.c_void_p]
+    _LIB.fakeEventRecord.restype = ctypes.c_uint64
+    _LIB.fakeEventRecord.argtypes = [ctypes.c_void_p]
+    _LIB.fakeEventQuery.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
+    _LIB.fakeEventSynchronize.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
+    _LIB.fakeMemcpyAsync.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    _LIB.fakeMemsetAsync.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
 
 
 def _sticky(call: str, stage: str) -> None:
@@ -58,18 +68,16 @@ def mem_get_info() -> tuple[int, int]:
     return (1 << 30, 1 << 31)
 
 
-def memcpy_htod_async(dst: int, src: int, size: int, stream: int, stage: str = "submit") -> None:
+def _copy(dst: int, src: int, size: int, stream: int, stage: str = "submit") -> None:
     _sticky("cudaMemcpyAsync", stage)
-    ctypes.memmove(dst, src, size)
+    _LIB.fakeMemcpyAsync(dst, src, size, stream)
 
 
-def memcpy_dtoh_async(dst: int, src: int, size: int, stream: int, stage: str = "submit") -> None:
-    _sticky("cudaMemcpyAsync", stage)
-    ctypes.memmove(dst, src, size)
+memcpy_htod_async = memcpy_dtoh_async = _copy
 
 
 def memset_async(ptr: int, value: int, size: int, stream: int, stage: str = "memory") -> None:
-    ctypes.memset(ptr, value, size)
+    _LIB.fakeMemsetAsync(ptr, value, size, stream)
 
 
 class PinnedBuffer:
@@ -83,15 +91,40 @@ class PinnedBuffer:
         self.ptr = 0
 
 
+class Event:
+    """A position in one stream's queue (see fake_libcuda.c)."""
+
+    def __init__(self) -> None:
+        self._stream, self._mark = 0, 0
+
+    def record(self, stream: int, stage: str = "submit") -> None:
+        self._stream, self._mark = int(stream), int(_LIB.fakeEventRecord(stream))
+
+    def query(self, stage: str = "execution") -> bool:
+        _sticky("cudaEventQuery", stage)
+        return bool(_LIB.fakeEventQuery(self._stream, self._mark))
+
+    def synchronize(self, stage: str = "execution") -> None:
+        _LIB.fakeEventSynchronize(self._stream, self._mark)
+        _sticky("cudaEventSynchronize", stage)
+
+    def destroy(self) -> None:
+        self._stream = 0
+
+
 class Stream:
     def __init__(self) -> None:
         self.handle = int(_LIB.fakeStream())
 
     def synchronize(self, stage: str = "execution") -> None:
+        _LIB.fakeStreamSynchronize(self.handle)
         _sticky("cudaStreamSynchronize", stage)
 
     def is_capturing(self) -> bool:
         return False
 
     def destroy(self) -> None:
-        self.handle = 0
+        """Runs what is still queued, then ends the stream's thread. Idempotent."""
+        if self.handle:
+            h, self.handle = self.handle, 0
+            _LIB.fakeStreamDestroy(h)

@@ -1,6 +1,7 @@
 """cuDLA backend logic on the CPU, with stand-ins for cuda.bindings.cudla and the CUDA runtime helpers:
-buffer sizing from descriptors, task building, output order, error mapping to stages, teardown order
-after a failure at every stage, execution faults, and the real binding's "library not found".
+buffer sizing from descriptors, task building, output order, two frames in flight on separate buffer
+sets, error mapping to stages, teardown order after a failure at every stage, execution faults, and the
+real binding's "library not found".
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 from dla_infer_node.artifact.sidecar import parse_artifact
 from dla_infer_node.backends import cudla_errors as ce
 from dla_infer_node.backends.cudla import CudlaBackend, open_cudla_backend
-from dla_infer_node.core.errors import ModelError, ParameterError
+from dla_infer_node.core.errors import BackendError, ModelError, ParameterError
 from dla_infer_node.core.settings import STANDALONE_EXPLANATION
 from dla_infer_node.core.tensor_format import pack
 from dla_infer_node.core.tensor_layout import TensorLayout
@@ -57,6 +58,9 @@ class CudlaError(Exception):  # the binding's class name, which cudla_errors rec
         self.status = status
 
 
+TASKS: dict[int, FakeTask] = {}  # the stand-in's "task pointers"
+
+
 class FakeTask:
     def __init__(self) -> None:
         self.module_handle = 0
@@ -65,6 +69,7 @@ class FakeTask:
         self.wait_events = 0
         self.signal_events = 0
         self.ptr = id(self)
+        TASKS[self.ptr] = self
 
 
 class FakeCudla:
@@ -81,6 +86,7 @@ class FakeCudla:
         self.registered: dict[int, int] = {}
         self.submitted: list[FakeTask] = []
         self.last_error = 0
+        self.run: Any = None  # a "DLA program": run(task) when a task is submitted
 
     def _do(self, name: str) -> None:
         self.log.append(name)
@@ -117,6 +123,9 @@ class FakeCudla:
 
     def submit_task(self, dev: int, task_ptr: int, n: int, stream: int, flags: int) -> None:
         self._do("submit_task")
+        self.submitted.append(TASKS[task_ptr])
+        if self.run is not None:
+            self.run(TASKS[task_ptr])
 
     def mem_unregister(self, dev: int, reg: int) -> None:
         self.log.append(f"mem_unregister:{reg:#x}")
@@ -151,6 +160,26 @@ class FakeCuda:
             def free(self) -> None:
                 cuda.log.append("cudaFreeHost")
 
+        class Event:
+            def __init__(self) -> None:
+                cuda._do("cudaEventCreate")
+
+            def record(self, stream: int, stage: str = "submit") -> None:
+                cuda.log.append("event_record")
+
+            def query(self, stage: str = "execution") -> bool:
+                return True
+
+            def synchronize(self, stage: str = "execution") -> None:
+                cuda.log.append(f"event_sync:{stage}")
+                if cuda.sync_error is not None and stage == "execution":  # the DLA task's, not the staging's
+                    from dla_infer_node.backends.cuda_runtime import check
+
+                    check((cuda.sync_error,), "cudaEventSynchronize", {}, stage)
+
+            def destroy(self) -> None:
+                cuda.log.append("cudaEventDestroy")
+
         class Stream:
             handle = 0x5
 
@@ -167,7 +196,7 @@ class FakeCuda:
             def destroy(self) -> None:
                 cuda.log.append("cudaStreamDestroy")
 
-        self.PinnedBuffer, self.Stream = PinnedBuffer, Stream
+        self.PinnedBuffer, self.Stream, self.Event = PinnedBuffer, Stream, Event
 
     def _do(self, name: str) -> None:
         self.log.append(name)
@@ -227,15 +256,20 @@ def test_buffers_sized_from_descriptors_and_task(tmp_path: Path) -> None:
     log, cudla, cuda, art = rig(tmp_path, reverse_outputs=True)
     be = CudlaBackend(art, cudla_module=cudla, cuda=cuda)
     inp, outs = layouts()
-    # one device buffer per tensor, in descriptor order (input, then p4, p3), sized from size_
+    # per buffer set (two: one frame on the DLA, the next one on its way) one device buffer per tensor, in
+    # descriptor order (input, then p4, p3), sized from size_
     assert [e for e in log if e.startswith("malloc:")] == [
-        f"malloc:{inp.size + 64}", f"malloc:{outs[1].size}", f"malloc:{outs[0].size}"]
-    assert sorted(cudla.registered.values()) == sorted([inp.size + 64, outs[0].size, outs[1].size])
-    task = be._task
-    assert task.module_handle == 0xA0 and task.wait_events == 0 and task.signal_events == 0
-    assert task.input_tensor == [be._registered[0]]
-    assert task.output_tensor == be._registered[1:]  # registered pointers, descriptor order
-    assert all(r in cudla.registered for r in task.input_tensor + task.output_tensor)
+        f"malloc:{inp.size + 64}", f"malloc:{outs[1].size}", f"malloc:{outs[0].size}"] * 2
+    assert sorted(cudla.registered.values()) == sorted([inp.size + 64, outs[0].size, outs[1].size] * 2)
+    assert be.frames_in_flight == 2 and len(be._sets) == 2
+    for k, bufs in enumerate(be._sets):
+        task = bufs.task
+        assert task.module_handle == 0xA0 and task.wait_events == 0 and task.signal_events == 0
+        assert task.input_tensor == [be._registered[3 * k]]
+        assert task.output_tensor == be._registered[3 * k + 1:3 * k + 3]  # registered, descriptor order
+        assert all(r in cudla.registered for r in task.input_tensor + task.output_tensor)
+    first, second = (set(b.task.input_tensor + b.task.output_tensor) for b in be._sets)
+    assert not first & second  # no buffer shared between the sets
     be.close()
 
 
@@ -250,9 +284,63 @@ def test_outputs_in_metadata_order_and_unpacked(tmp_path: Path) -> None:
     raw = be.infer(np.zeros((24, 40, 3), np.uint8), "rgb8")
     assert [t.shape for t in raw.tensors] == [(1, 6, 4, 4), (1, 6, 2, 2)]
     assert raw.tensors[0].max() == 1.5 and raw.tensors[1].min() == -2.0
-    assert log.count("sync") == 2  # one at start (zeroing), one per frame
+    # one stream sync at start (zeroing); per frame the staging's event, then the frame's own event
+    assert log.count("sync") == 1
+    assert [e for e in log if e.startswith("event_sync")] == ["event_sync:submit", "event_sync:execution"]
     assert raw.letterbox.src_w == 40
     be.close()
+
+
+def dla_writes_input_level(cudla: FakeCudla, cuda: FakeCuda, be: CudlaBackend) -> None:
+    """The stand-in DLA "runs" a task at submit: every output element = the task's first input byte (the
+    int8 of a uniform frame's level), written into the task's own output buffers."""
+    reg_to_ptr = dict(zip(be._registered, be._dev_bufs, strict=True))
+
+    def run(task: FakeTask) -> None:
+        level = float(cuda.mem[reg_to_ptr[task.input_tensor[0]]].view(np.int8)[0])
+        for reg, t in zip(task.output_tensor, be._outputs_by_index(), strict=True):
+            cuda.mem[reg_to_ptr[reg]][:t.size] = pack(np.full(t.layout.shape, level, np.float32), t.layout)
+
+    cudla.run = run
+
+
+def test_two_frames_in_flight_each_gets_its_own_outputs(tmp_path: Path) -> None:
+    """Frame A is submitted, then frame B before A is collected: A's outputs are still A's (B went to the
+    other buffer set, its copies did not overwrite A's pinned outputs). A third submit before a collect is
+    refused, a frame is collected once, and the sets alternate."""
+    _, cudla, cuda, art = rig(tmp_path)
+    be = CudlaBackend(art, cudla_module=cudla, cuda=cuda)
+    dla_writes_input_level(cudla, cuda, be)
+    white, black = (np.full((NET, NET, 3), v, np.uint8) for v in (255, 0))  # int8 input levels 127, 0
+    a = be.submit(white, "rgb8")
+    b = be.submit(black, "rgb8")
+    assert a.buffers is not b.buffers
+    assert [t.input_tensor for t in cudla.submitted] == [be._sets[0].task.input_tensor,
+                                                         be._sets[1].task.input_tensor]
+    with pytest.raises(BackendError, match="collect one"):
+        be.submit(white, "rgb8")
+    assert be.ready(a) and all(np.all(t == 127.0) for t in be.collect(a).tensors)
+    with pytest.raises(BackendError, match="collected already"):
+        be.collect(a)
+    c = be.submit(white, "rgb8")
+    assert c.buffers is a.buffers  # the freed set takes the next frame
+    assert all(np.all(t == 0.0) for t in be.collect(b).tensors)
+    assert all(np.all(t == 127.0) for t in be.collect(c).tensors)
+    be.close()
+
+
+def test_one_buffer_set_takes_one_frame_at_a_time(tmp_path: Path) -> None:
+    _, cudla, cuda, art = rig(tmp_path)
+    be = CudlaBackend(art, cudla_module=cudla, cuda=cuda, frames_in_flight=1)
+    assert len(be._registered) == 3 and be.frames_in_flight == 1
+    a = be.submit(np.zeros((8, 8, 3), np.uint8), "rgb8")
+    with pytest.raises(BackendError, match="collect one"):
+        be.submit(np.zeros((8, 8, 3), np.uint8), "rgb8")
+    be.collect(a)
+    be.infer(np.zeros((8, 8, 3), np.uint8), "rgb8")
+    be.close()
+    with pytest.raises(ParameterError, match="frames_in_flight"):
+        CudlaBackend(art, cudla_module=cudla, cuda=cuda, frames_in_flight=0)
 
 
 @pytest.mark.parametrize(("fail", "stage"), [
@@ -282,8 +370,8 @@ def test_submit_error_and_driver_not_found(tmp_path: Path) -> None:
         CudlaBackend(art, cudla_module=cudla, cuda=cuda)
 
 
-RELEASES = ("sync", "mem_unregister", "module_unload", "destroy_device", "cudaFreeHost", "cudaFree",
-            "cudaStreamDestroy")
+RELEASES = ("sync", "cudaEventDestroy", "mem_unregister", "module_unload", "destroy_device", "cudaFreeHost",
+            "cudaFree", "cudaStreamDestroy")
 
 
 def releases(log: list[str]) -> list[str]:
@@ -295,10 +383,12 @@ def releases(log: list[str]) -> list[str]:
     ("create_device", None, ["sync", "cudaStreamDestroy"]),
     ("module_load", None, ["sync", "destroy_device", "cudaStreamDestroy"]),
     ("module_get_attributes", None, ["sync", "module_unload", "destroy_device", "cudaStreamDestroy"]),
-    (None, "cudaMallocHost", ["sync", "module_unload", "destroy_device", "cudaFree", "cudaFree", "cudaFree",
+    (None, "cudaMallocHost", ["sync", "module_unload", "destroy_device", *["cudaFree"] * 6,
                               "cudaStreamDestroy"]),
-    ("mem_register", None, ["sync", "module_unload", "destroy_device", "cudaFreeHost", "cudaFreeHost",
-                            "cudaFree", "cudaFree", "cudaFree", "cudaStreamDestroy"]),
+    ("mem_register", None, ["sync", "module_unload", "destroy_device", *["cudaFreeHost"] * 4,
+                            *["cudaFree"] * 6, "cudaStreamDestroy"]),
+    (None, "cudaEventCreate", ["sync", *["mem_unregister"] * 6, "module_unload", "destroy_device",
+                               *["cudaFreeHost"] * 4, *["cudaFree"] * 6, "cudaStreamDestroy"]),
 ])
 def test_teardown_after_failure_at_each_stage(tmp_path: Path, fail: str | None, cuda_fail: str | None,
                                               expected: list[str]) -> None:
@@ -317,10 +407,11 @@ def test_close_order_and_idempotent(tmp_path: Path) -> None:
     n = len(log)
     be.close()
     tail = log[n:]
-    # sync, the input path (its pinned staging buffer), then the DLA side, then memory, then the stream
-    assert releases(tail) == (["sync", "cudaFreeHost"] + ["mem_unregister"] * 3
-                              + ["module_unload", "destroy_device"] + ["cudaFreeHost"] * 2
-                              + ["cudaFree"] * 3 + ["cudaStreamDestroy"])
+    # sync, the input path (its event and pinned staging buffer), the sets' events, then the DLA side, then
+    # memory (two buffer sets), then the stream
+    assert releases(tail) == (["sync", "cudaEventDestroy", "cudaFreeHost"] + ["cudaEventDestroy"] * 2
+                              + ["mem_unregister"] * 6 + ["module_unload", "destroy_device"]
+                              + ["cudaFreeHost"] * 4 + ["cudaFree"] * 6 + ["cudaStreamDestroy"])
     unregs = [e for e in tail if e.startswith("mem_unregister")]
     assert unregs == [f"mem_unregister:{r:#x}" for r in reversed(regs)]
     be.close()
@@ -420,3 +511,18 @@ def test_cpu_input_path_fills_a_camera_frame_as_its_rgb8_twin(encoding: str) -> 
         filled.append(cuda.mem[dst][:layout.size].copy())
         path.close()
     assert np.array_equal(filled[0], filled[1])
+
+
+def test_frames_in_flight_setting_and_detector(tmp_path: Path) -> None:
+    """The node's frames_in_flight (1 or 2) reaches the backend's buffer sets and the Detector's depth; a
+    third is refused by the settings row; the onnxruntime backend is one frame at a time."""
+    from dla_infer_node.backends.factory import BackendSettings
+    from dla_infer_node.core.pipeline import Detector
+
+    _, cudla, cuda, art = rig(tmp_path)
+    for n in (1, 2):
+        be = CudlaBackend(art, cudla_module=cudla, cuda=cuda, frames_in_flight=n)
+        assert Detector(be, art.metadata).frames_in_flight == n == len(be._sets)
+        be.close()
+    with pytest.raises(ParameterError, match=r"frames_in_flight.*\[1, 2\]"):
+        BackendSettings(backend="cudla", loadable_path=str(art.loadable_path), frames_in_flight=3).validate()

@@ -2,8 +2,9 @@
 EMULATOR runs over a fake CUDA driver (emulator/testing/), through the real cuda.bindings.cudla.
 
 This checks the binding <-> emulator <-> backend wiring, every io format end to end, the network program
-(the real model through the emulated DLA, few frames) and the contract
-checks in CI; stream ordering and device memory need the real GPU run (scripts/test_gpu.sh).
+(the real model through the emulated DLA, few frames), the contract checks and frames in flight in CI
+(the fake driver's streams are asynchronous, so stream ordering is exercised too); device memory and the
+GPU input path need the real GPU run (scripts/test_gpu.sh).
 Skipped when cuda-bindings, a C compiler or the CUDA headers (cuda.h) are missing.
 """
 
@@ -39,7 +40,8 @@ def test_emulated_suite_on_fake_driver(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "emulated",
                            "test_gpu/test_cudla_emulated.py", "test_gpu/test_cudla_contract.py",
                            "test_gpu/test_cudla_fault.py", "test_gpu/test_cudla_network.py",
-                           "test_gpu/test_cudla_timing.py", "test_gpu/test_cudla_host_thread.py"],
+                           "test_gpu/test_cudla_timing.py", "test_gpu/test_cudla_pipelined.py",
+                           "test_gpu/test_cudla_host_thread.py"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     tail = (proc.stdout + proc.stderr)[-4000:]
     assert proc.returncode == 0, tail

@@ -65,6 +65,7 @@ PARAM_ROWS: dict[str, Callable[[dict[str, Path]], tuple[Any, dict[str, Any]]]] =
                                                               "loadable_path": str(f["loadable"])}),
     "runtime_mode": lambda f: ("standalone", {}),
     "dla_core": lambda f: (5, {}),
+    "frames_in_flight": lambda f: (3, {}),
     "preprocess_device": lambda f: ("gpu", {}),
     "ort_threads": lambda f: (-1, {}),
     "ort_providers": lambda f: (5, {}),

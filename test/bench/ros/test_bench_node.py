@@ -72,7 +72,8 @@ def test_camera_setting_reports_cpu_per_frame_of_node_and_bare_subscriber(tmp_pa
     # every stage of the node's path was timed on every frame it answered (the zero-cost backend has no
     # GPU copy or wait of its own)
     stages = cpu["stages_us"]
-    for stage in ("callback", "header_parse_view", "detect", "backend_infer", "publish"):
+    for stage in ("callback", "header_parse_view", "detect_start", "detect_finish", "backend_submit",
+                  "publish"):
         assert stages[stage]["calls"] >= result["frames"]["node_detections"] > 0, stage
     assert "backend_copy_to_gpu" not in stages and cpu["breakdown_us_per_frame"]["copy_to_gpu"] == 0
     assert set(result["pass"]) == {"throughput", "added_latency", "cpu_ratio"}
