@@ -158,6 +158,11 @@ EMU_API uint64_t dlaEmuSubmitCalls(void);   /* cudlaSubmitTask calls (DLA_EMU_FA
 EMU_API uint64_t dlaEmuRegisterCalls(void); /* cudlaMemRegister calls (DLA_EMU_FAIL_REGISTER_N) */
 EMU_API uint64_t dlaEmuTasksRun(void);
 EMU_API uint64_t dlaEmuHostCpuNs(void);          /* host thread CPU the task programs took (not the holds) */
+/* ... of which on the submitting thread itself (a driver that runs host functions inline, as the CPU fake
+ * does); the rest ran on the driver's host-function thread, which the emulator names DLA_EMU_HOST_THREAD */
+EMU_API uint64_t dlaEmuInlineHostCpuNs(void);
+#define DLA_EMU_HOST_THREAD "dla-emu-host"
+EMU_API const char *dlaEmuHostThreadName(void);  /* DLA_EMU_HOST_THREAD */
 EMU_API uint64_t dlaEmuCoreTasks(uint64_t core); /* tasks that claimed time on a core (DLA_EMU_TASK_MS set) */
 /* Program "network": the host runs the network. The callback gets the whole loadable (records + params,
  * so it reads the layouts itself) and the task's host copies of the inputs / outputs (descriptor sizes);

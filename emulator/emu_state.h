@@ -4,6 +4,7 @@
 
 #include <cuda.h>
 #include <pthread.h>
+#include <sys/types.h>
 
 #include "emu_internal.h"
 
@@ -45,6 +46,7 @@ typedef struct {
     int fault;
     cudlaStatus fault_status;
     uint64_t end_ns; /* when the task's time on its core is over (0: no hold; see emu_timing.c) */
+    pid_t submit_tid; /* the thread that submitted it: run_task on another thread is the driver's */
 } job_t;
 
 typedef struct {
@@ -92,7 +94,7 @@ uint64_t emu_claim_core(uint64_t core, uint64_t hold_ns);
 void emu_hold_until(uint64_t end_ns);
 int emu_reuse_outputs(void);
 uint64_t emu_thread_cpu_ns(void);
-void emu_add_host_cpu(uint64_t ns);
+void emu_add_host_cpu(uint64_t ns, int on_submitting_thread);
 int emu_run_network(struct cudlaModule_t *m);
 
 #endif

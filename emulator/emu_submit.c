@@ -7,19 +7,34 @@
  * Then, per task, stream-ordered: D2H copies of the inputs -> host function running the program (and, with
  * DLA_EMU_TASK_MS, holding the task's time on its core: emu_timing.c) -> H2D copies of the outputs -> host
  * function marking the task done.
+ *
+ * The CUDA driver runs host functions on a thread of its own, which exists in the process only because
+ * the emulator stands in for the DLA (cuDLA's hybrid mode on a Jetson needs no host thread per task): the
+ * first task it runs names it DLA_EMU_HOST_THREAD, so a CPU account can tell it from the caller's threads
+ * (threads it starts, e.g. ONNX Runtime's for the network program, inherit the name). A driver that runs
+ * host functions inline on the submitting thread (the CPU fake) keeps that thread's name.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "emu_state.h"
 
 const char *emu_fault_ptx(void);
 
+static __thread int t_named; /* this host-function thread already carries DLA_EMU_HOST_THREAD */
+
 static void CUDA_CB run_task(void *arg) {
     job_t *job = arg;
     struct cudlaModule_t *m = job->mod;
+    int inline_run = gettid() == job->submit_tid;
+    if (!inline_run && !t_named) {
+        pthread_setname_np(pthread_self(), DLA_EMU_HOST_THREAD);
+        t_named = 1;
+    }
     uint64_t delay_ms = env_u64("DLA_EMU_DELAY_MS", 0); /* makes a missing stream sync visible */
     if (delay_ms) {
         struct timespec ts = {(time_t)(delay_ms / 1000), (long)(delay_ms % 1000) * 1000000L};
@@ -44,7 +59,7 @@ static void CUDA_CB run_task(void *arg) {
     } else {
         emu_run_program(&m->l, m->in_scratch, m->out_scratch);
     }
-    emu_add_host_cpu(emu_thread_cpu_ns() - cpu0);
+    emu_add_host_cpu(emu_thread_cpu_ns() - cpu0, inline_run);
     emu_hold_until(job->end_ns);
     pthread_mutex_lock(&g_lock);
     m->ran++;
@@ -160,6 +175,7 @@ cudlaStatus cudlaSubmitTask(const cudlaDevHandle devHandle, const cudlaTask *con
         if (!jobs[k]) { for (uint32_t j = 0; j < k; j++) free(jobs[j]); pthread_mutex_unlock(&g_lock);
                         return cudlaErrorOutOfResources; }
         jobs[k]->mod = m;
+        jobs[k]->submit_tid = gettid();
         uint64_t task_no = ++g_tasks_submitted;
         if (task_no == env_u64("DLA_EMU_FAULT_TASK_N", 0)) {
             jobs[k]->fault = 1;

@@ -31,6 +31,7 @@
 static uint64_t g_core_end[MAX_CORES];  /* per-process timelines (ns, CLOCK_MONOTONIC) */
 static uint64_t g_core_tasks[MAX_CORES];
 static uint64_t g_host_cpu_ns;          /* thread CPU time the task programs took on the host */
+static uint64_t g_inline_cpu_ns;        /* ... of it on the submitting thread (host functions run inline) */
 static int g_file_fd = -1;
 static char g_file_path[512];
 static uint64_t *g_file_end;            /* MAX_CORES end times in the shared file's mapping */
@@ -102,15 +103,25 @@ int emu_reuse_outputs(void) {
 
 uint64_t emu_thread_cpu_ns(void) { return now_ns(CLOCK_THREAD_CPUTIME_ID); }
 
-void emu_add_host_cpu(uint64_t ns) {
+void emu_add_host_cpu(uint64_t ns, int on_submitting_thread) {
     pthread_mutex_lock(&g_lock);
     g_host_cpu_ns += ns;
+    if (on_submitting_thread) g_inline_cpu_ns += ns;
     pthread_mutex_unlock(&g_lock);
 }
 
 uint64_t dlaEmuHostCpuNs(void) {
     pthread_mutex_lock(&g_lock);
     uint64_t v = g_host_cpu_ns;
+    pthread_mutex_unlock(&g_lock);
+    return v;
+}
+
+const char *dlaEmuHostThreadName(void) { return DLA_EMU_HOST_THREAD; }
+
+uint64_t dlaEmuInlineHostCpuNs(void) {
+    pthread_mutex_lock(&g_lock);
+    uint64_t v = g_inline_cpu_ns;
     pthread_mutex_unlock(&g_lock);
     return v;
 }

@@ -10,6 +10,10 @@ the first sample at which the frame count reached its final value. Start-up (imp
 discovery) lies before the window and the idle tail after it; what lies inside is everything the process
 does while frames arrive, idle spinning between frames included, divided by the frames taken in it.
 The sampler's own reads (a few tens of microseconds every ``period_s``) are inside the window for both roles.
+
+Work that is not the process's own can be left out: ``excluded`` (CPU seconds so far, e.g. what the DLA
+EMULATOR's task programs took on the caller's threads) and ``excluded_threads`` (thread group names whose
+whole CPU is left out, e.g. the emulator's host-function thread); both are reported beside the figures.
 """
 
 from __future__ import annotations
@@ -25,13 +29,17 @@ _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _TRAILING_ID = re.compile(r"[\d.:#_-]+$")  # "dds.udp.7412" and "dds.udp.7413" are one group
 _EMPTY: dict[str, Any] = {"frames": 0, "seconds": 0.0, "user": 0.0, "system": 0.0, "excluded": 0.0,
                           "minflt": 0}
+_GROUPS = ("threads", "excluded_threads", "thread_minflt")  # per-thread-group tables of a window
 
 
-def thread_cpu_s() -> dict[str, float]:
-    """User+system seconds of each live thread of this process, summed by thread group name (Python's
-    thread name where Python started the thread, else the kernel's name without a trailing number)."""
-    python_names = {t.native_id: t.name for t in threading.enumerate()}
-    out: dict[str, float] = {}
+def thread_stats() -> dict[str, tuple[float, int]]:
+    """(user+system seconds, minor page faults) of each live thread of this process, summed by thread
+    group name: Python's thread name where Python started the thread, else the kernel's name without a
+    trailing number (also for a thread Python only calls into, e.g. a C library's callback thread, which
+    Python knows as "Dummy-N")."""
+    python_names = {t.native_id: t.name for t in threading.enumerate()
+                    if not isinstance(t, threading._DummyThread)}
+    out: dict[str, tuple[float, int]] = {}
     try:
         tids = os.listdir("/proc/self/task")
     except OSError:  # not Linux: no per-thread figures
@@ -45,9 +53,16 @@ def thread_cpu_s() -> dict[str, float]:
         comm = text[text.index("(") + 1: text.rindex(")")]
         fields = text[text.rindex(")") + 2:].split()
         seconds = (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime (fields 14 and 15 of stat)
+        faults = int(fields[7])  # minflt (field 10 of stat)
         name = python_names.get(int(tid)) or _TRAILING_ID.sub("", comm) or comm
-        out[name] = out.get(name, 0.0) + seconds
+        cpu, flt = out.get(name, (0.0, 0))
+        out[name] = (cpu + seconds, flt + faults)
     return out
+
+
+def thread_cpu_s() -> dict[str, float]:
+    """User+system seconds of each live thread of this process, by thread group (:func:`thread_stats`)."""
+    return {name: cpu for name, (cpu, _) in thread_stats().items()}
 
 
 def minor_faults() -> int:
@@ -64,9 +79,10 @@ class CpuSampler:
     """Samples CPU time and a frame count every ``period_s`` on a daemon thread until :meth:`stop`."""
 
     def __init__(self, frames: Callable[[], int], period_s: float = 0.25,
-                 excluded: Callable[[], float] | None = None) -> None:
+                 excluded: Callable[[], float] | None = None, excluded_threads: tuple[str, ...] = ()) -> None:
         self._frames = frames
         self._excluded = excluded
+        self._excluded_threads = excluded_threads
         self._period = period_s
         self._stop = threading.Event()
         self.samples: list[dict[str, Any]] = []
@@ -78,9 +94,13 @@ class CpuSampler:
 
     def sample(self) -> dict[str, Any]:
         t = os.times()
+        stats = thread_stats()
+        cpu = {name: s for name, (s, _) in stats.items()}
         return {"t": time.monotonic(), "frames": int(self._frames()), "user": t.user, "system": t.system,
                 "excluded": self._excluded() if self._excluded is not None else 0.0, "minflt": minor_faults(),
-                "threads": thread_cpu_s()}
+                "threads": {k: v for k, v in cpu.items() if k not in self._excluded_threads},
+                "excluded_threads": {k: v for k, v in cpu.items() if k in self._excluded_threads},
+                "thread_minflt": {name: f for name, (_, f) in stats.items()}}
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -108,44 +128,60 @@ def stream_window(samples: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, An
     return first, last
 
 
+def _empty_window() -> dict[str, Any]:
+    return dict(_EMPTY, **{group: {} for group in _GROUPS})
+
+
 def window_totals(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Frames, seconds and CPU seconds (user, system, excluded, per thread group) inside the stream
-    window."""
+    """Frames, seconds and CPU seconds (user, system, excluded, per thread group, per excluded thread
+    group) and minor faults (the process's, per thread group) inside the stream window."""
     window = stream_window(samples)
     if window is None:
-        return dict(_EMPTY, threads={})
+        return _empty_window()
     a, b = window
-    threads = {name: b["threads"][name] - a["threads"].get(name, 0.0) for name in b["threads"]}
-    return {"frames": b["frames"] - a["frames"], "seconds": b["t"] - a["t"], "user": b["user"] - a["user"],
-            "system": b["system"] - a["system"], "excluded": b["excluded"] - a["excluded"],
-            "minflt": b["minflt"] - a["minflt"],
-            "threads": {k: v for k, v in threads.items() if v > 0}}
+    out: dict[str, Any] = {
+        "frames": b["frames"] - a["frames"], "seconds": b["t"] - a["t"], "user": b["user"] - a["user"],
+        "system": b["system"] - a["system"], "excluded": b["excluded"] - a["excluded"],
+        "minflt": b["minflt"] - a["minflt"]}
+    for group in _GROUPS:
+        now, then = b.get(group, {}), a.get(group, {})
+        delta = {name: now[name] - then.get(name, 0) for name in now}
+        out[group] = {k: v for k, v in delta.items() if v > 0}
+    return out
 
 
 def pool(totals: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Window totals of several rounds added up."""
-    out: dict[str, Any] = dict(_EMPTY, threads={})
+    out = _empty_window()
     for t in totals:
         for key in _EMPTY:
             out[key] += t[key]
-        for name, value in t["threads"].items():
-            out["threads"][name] = out["threads"].get(name, 0.0) + value
+        for group in _GROUPS:
+            for name, value in t.get(group, {}).items():
+                out[group][name] = out[group].get(name, 0) + value
     return out
 
 
 def per_frame(total: Mapping[str, Any]) -> dict[str, Any]:
     """Milliseconds of CPU per frame (user, system, both, by thread group) and the share of one core.
-    ``excluded`` is CPU inside the window that is not the process's own work (the emulated DLA's): it is
-    reported and left out of ``ms_per_frame``."""
+    ``excluded`` and the excluded thread groups are CPU inside the window that is not the process's own
+    work (the emulated DLA's): reported (``excluded_ms``, ``excluded_threads_ms_per_frame``) and left out
+    of ``ms_per_frame``."""
     frames, seconds = max(int(total["frames"]), 1), max(float(total["seconds"]), 1e-9)
-    cpu = total["user"] + total["system"] - total["excluded"]
+    left_out = total["excluded"] + sum(total.get("excluded_threads", {}).values())
+    cpu = total["user"] + total["system"] - left_out
+
+    def by_thread(table: Mapping[str, float], scale: float, digits: int) -> dict[str, float]:
+        return {k: round(scale * v / frames, digits) for k, v in sorted(table.items(), key=lambda kv: -kv[1])}
+
     return {"frames": int(total["frames"]), "seconds": round(float(total["seconds"]), 3),
             "user_ms": 1e3 * total["user"] / frames, "system_ms": 1e3 * total["system"] / frames,
-            "excluded_ms": 1e3 * total["excluded"] / frames, "ms_per_frame": 1e3 * cpu / frames,
+            "excluded_ms": 1e3 * left_out / frames, "ms_per_frame": 1e3 * cpu / frames,
             "minor_faults_per_frame": round(total["minflt"] / frames, 1),
             "core_percent": 100.0 * cpu / seconds,
-            "threads_ms_per_frame": {k: round(1e3 * v / frames, 4)
-                                     for k, v in sorted(total["threads"].items(), key=lambda kv: -kv[1])}}
+            "threads_ms_per_frame": by_thread(total["threads"], 1e3, 4),
+            "excluded_threads_ms_per_frame": by_thread(total.get("excluded_threads", {}), 1e3, 4),
+            "minor_faults_per_frame_by_thread": by_thread(total.get("thread_minflt", {}), 1.0, 1)}
 
 
 class StageClock:

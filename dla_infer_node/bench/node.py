@@ -87,7 +87,7 @@ from typing import Any
 import numpy as np
 
 from dla_infer_node.bench import cpu_probe
-from dla_infer_node.bench.node_roles import FRAME_COUNTERS, PEERS, ROLES, H, W
+from dla_infer_node.bench.node_roles import EMULATOR_EXCLUDED_WHY, FRAME_COUNTERS, PEERS, ROLES, H, W
 from dla_infer_node.bench.role_stop import stop_all
 
 REPO = Path(__file__).resolve().parents[2]
@@ -321,6 +321,9 @@ def cpu_summary(node: dict[str, Any], bare: dict[str, Any], stages: dict[str, li
     # a frame's backend work: submit (or the whole infer of a backend that is not pipelined) + collect
     backend = mean_us("backend_submit") + mean_us("backend_collect")
     copy, wait = mean_us("backend_copy_to_gpu"), mean_us("backend_wait")
+    # the cuDLA backend unpacks each output tensor in its collect: their calls per collected frame
+    unpack = mean_us("backend_unpack") * per_stage.get("backend_unpack", {}).get("calls", 0) / max(
+        per_stage.get("backend_collect", {}).get("calls", 0), 1)
     detect = mean_us("detect_start") + mean_us("detect_finish")
     worker_steps = mean_us("header_parse_view") + detect + mean_us("publish")
     rest = {k: v for k, v in threads.items() if k not in ("MainThread", "dla_infer_worker")}
@@ -331,18 +334,23 @@ def cpu_summary(node: dict[str, Any], bare: dict[str, Any], stages: dict[str, li
         "callback_handoff": mean_us("callback"),
         "header_parse_view": mean_us("header_parse_view"),
         "copy_to_gpu": copy,
-        "submit_infer": backend - copy - wait,
+        "submit_infer": backend - copy - wait - unpack,
         "wait_for_result": wait,
+        "unpack_outputs": unpack,
         "decode": detect - backend,
         "publish": mean_us("publish"),
         "worker_other": worker_us - worker_steps,
         "other_threads": 1e3 * sum(rest.values()),
     }
-    return {"node": node_pf, "bare": bare_pf,
-            "ratio_node_to_bare": node_pf["ms_per_frame"] / max(bare_pf["ms_per_frame"], 1e-9),
-            "breakdown_us_per_frame": {k: round(v, 1) for k, v in breakdown.items()},
-            "stages_us": {k: {m: round(x, 1) for m, x in v.items()} for k, v in per_stage.items()},
-            "other_threads_ms_per_frame": rest}
+    out: dict[str, Any] = {
+        "node": node_pf, "bare": bare_pf,
+        "ratio_node_to_bare": node_pf["ms_per_frame"] / max(bare_pf["ms_per_frame"], 1e-9),
+        "breakdown_us_per_frame": {k: round(v, 1) for k, v in breakdown.items()},
+        "stages_us": {k: {m: round(x, 1) for m, x in v.items()} for k, v in per_stage.items()},
+        "other_threads_ms_per_frame": rest}
+    if node_pf["excluded_ms"] > 0 or node_pf["excluded_threads_ms_per_frame"]:
+        out["excluded_why"] = EMULATOR_EXCLUDED_WHY
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

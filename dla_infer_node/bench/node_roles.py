@@ -201,12 +201,15 @@ def role_listen(args: argparse.Namespace) -> int:
 
 def _time_stages(clock: StageClock) -> None:
     """Wrap the node's per-frame steps in ``clock`` (class attributes, before the node exists): the
-    worker's header parse + pixel view, the detector (backend, then decode), publishing; and, at the
-    first frame, the backend's own steps where it has them (the cuDLA backend's input upload and its wait
-    for the stream)."""
+    worker's header parse + pixel view, the detector (backend, then decode), publishing, the cuDLA
+    backend's unpacking of each output tensor; and, at the first frame, the backend's own steps where it
+    has them (the cuDLA backend's input upload and its wait for the stream)."""
     # these load rclpy: only the node role's process needs them, not the orchestrator
+    from dla_infer_node.backends import cudla
     from dla_infer_node.ros.inference import FrameInference
     from dla_infer_node.ros.outputs import DetectionOutputs
+
+    cudla.unpack = clock.wrap("backend_unpack", cudla.unpack)  # once per output tensor
 
     FrameInference._frame = clock.wrap("header_parse_view", FrameInference._frame)  # type: ignore[method-assign]
     DetectionOutputs.publish = clock.wrap("publish", DetectionOutputs.publish)  # type: ignore[method-assign]
@@ -233,11 +236,24 @@ def _time_stages(clock: StageClock) -> None:
     Detector.finish = clock.wrap("detect_finish", Detector.finish)  # type: ignore[method-assign]
 
 
+# The DLA EMULATOR's host-function thread (the CUDA driver's thread that runs its task functions, named so
+# by the emulator, and any thread it started): it exists only because the emulator stands in for the DLA
+# (cuDLA's hybrid mode on a Jetson runs no host function per task), so its CPU is not the node's.
+EMULATOR_THREADS = ("dla-emu-host",)
+EMULATOR_EXCLUDED_WHY = (
+    "left out of the node's CPU: the DLA EMULATOR's host-function thread (the CUDA driver's thread that runs "
+    "the emulator's task functions: waiting for each task's copies, the task program, the hold on its core) "
+    "and the task programs' CPU on the node's own threads; on a Jetson that work is the DLA's, and cuDLA's "
+    "hybrid mode runs no host function per task")
+
+
 def emulated_dla_cpu_s() -> float:
-    """CPU seconds the DLA EMULATOR's task programs took in this process (0 without the emulator): on a
-    Jetson that work is the DLA's, so the benchmark leaves it out of the node's CPU per frame."""
+    """CPU seconds the DLA EMULATOR's task programs took on the threads that submitted them (0 without the
+    emulator, and with a CUDA driver that runs host functions on its own thread, whose CPU is left out
+    whole as ``EMULATOR_THREADS``): on a Jetson that work is the DLA's, so the benchmark leaves it out of
+    the node's CPU per frame."""
     try:
-        fn = ctypes.CDLL(None).dlaEmuHostCpuNs
+        fn = ctypes.CDLL(None).dlaEmuInlineHostCpuNs
     except (AttributeError, OSError):
         return 0.0
     fn.restype = ctypes.c_uint64
@@ -253,7 +269,8 @@ def role_node(args: argparse.Namespace) -> int:
     instance: list[Any] = []
     on_image = DetectorParts._on_image
     clock = StageClock()
-    sampler = CpuSampler(lambda: len(arrivals), excluded=emulated_dla_cpu_s)
+    sampler = CpuSampler(lambda: len(arrivals), excluded=emulated_dla_cpu_s,
+                         excluded_threads=EMULATOR_THREADS)
 
     def on_image_noting_arrival(self: Any, raw: bytes) -> None:
         _note_arrival(arrivals, raw)  # exactly what the bare subscriber does, at the same point

@@ -142,13 +142,17 @@ def _filter(boxes: np.ndarray, scores: np.ndarray, ids: np.ndarray, conf: float)
 def decode_yolov5_raw(tensors: Sequence[np.ndarray], strides: Sequence[int],
                       anchors: Sequence[Sequence[tuple[float, float]]], num_classes: int,
                       conf_threshold: float) -> Candidates:
-    """YOLOv5 raw heads -> candidates with score >= ``conf_threshold`` (see the module docstring)."""
+    """YOLOv5 raw heads -> candidates with score >= ``conf_threshold`` (see the module docstring).
+
+    Per head only the objectness gate and the gather of the cells that pass it; the activation and the
+    box arithmetic then run once over every head's rows (same per-element arithmetic, same order: head,
+    anchor, row, column)."""
     if len(tensors) != len(strides) or len(strides) != len(anchors):
         raise DecodeError(f"{len(tensors)} head tensors for {len(strides)} strides / "
                           f"{len(anchors)} anchor sets", call="decode_yolov5_raw")
     no = 5 + num_classes
     gate = _logit(conf_threshold)  # s_obj*s_cls >= conf needs s_obj >= conf: filter on raw logits first
-    parts = []
+    rows, gxs, gys, cell_strides, cell_anchors = [], [], [], [], []
     for t, stride, anc in zip(tensors, strides, anchors, strict=True):
         na = len(anc)
         if t.ndim != 4 or t.shape[0] != 1 or t.shape[1] < na * no:
@@ -156,20 +160,29 @@ def decode_yolov5_raw(tensors: Sequence[np.ndarray], strides: Sequence[int],
                               f"({na} anchors x (5+{num_classes}))", call="decode_yolov5_raw",
                               params={"stride": stride})
         _, _, h, w = t.shape
-        v = t[0, : na * no].reshape(na, no, h, w)
-        a, gy, gx = np.nonzero(v[:, 4] >= gate)
-        if a.size == 0:
+        v = t[0, : na * no].reshape(na, no, h * w)
+        hit = np.flatnonzero(v[:, 4] >= gate)  # anchor-major, then row, then column
+        if hit.size == 0:
             continue
-        sel = sigmoid(v[a, :, gy, gx].astype(np.float32))  # (M, no)
-        anc_arr = np.asarray(anc, dtype=np.float32)[a]  # (M, 2)
-        cx = (sel[:, 0] * 2.0 - 0.5 + gx) * stride
-        cy = (sel[:, 1] * 2.0 - 0.5 + gy) * stride
-        bw = (sel[:, 2] * 2.0) ** 2 * anc_arr[:, 0]
-        bh = (sel[:, 3] * 2.0) ** 2 * anc_arr[:, 1]
-        scores, ids = _best_class(sel[:, 4], sel[:, 5:no])
-        boxes = cxcywh_to_xyxy(np.stack([cx, cy, bw, bh], axis=1))
-        parts.append(_filter(boxes, scores, ids, conf_threshold))
-    return _concat(parts)
+        a, cell = np.divmod(hit, h * w)
+        rows.append(v[a, :, cell])  # (M, no)
+        gy, gx = np.divmod(cell, w)
+        gxs.append(gx)
+        gys.append(gy)
+        cell_strides.append(np.full(hit.size, stride, np.int64))
+        cell_anchors.append(np.asarray(anc, dtype=np.float32)[a])
+    if not rows:
+        return _empty()
+    sel = sigmoid(np.concatenate(rows).astype(np.float32, copy=False))
+    gx, gy, step = np.concatenate(gxs), np.concatenate(gys), np.concatenate(cell_strides)
+    anc_arr = np.concatenate(cell_anchors)  # (M, 2)
+    cx = (sel[:, 0] * 2.0 - 0.5 + gx) * step
+    cy = (sel[:, 1] * 2.0 - 0.5 + gy) * step
+    bw = (sel[:, 2] * 2.0) ** 2 * anc_arr[:, 0]
+    bh = (sel[:, 3] * 2.0) ** 2 * anc_arr[:, 1]
+    scores, ids = _best_class(sel[:, 4], sel[:, 5:no])
+    boxes = cxcywh_to_xyxy(np.stack([cx, cy, bw, bh], axis=1))
+    return _filter(boxes, scores, ids, conf_threshold)
 
 
 def decode_yolov5_final(tensor: np.ndarray, num_classes: int, conf_threshold: float) -> Candidates:

@@ -40,8 +40,7 @@ class Detections:
 
     def label(self, i: int, classes: Sequence[str]) -> str:
         """Class name of detection ``i``; ids outside ``classes`` read as ``class_<id>``."""
-        cid = int(self.class_ids[i])
-        return classes[cid] if 0 <= cid < len(classes) else f"class_{cid}"
+        return class_name(int(self.class_ids[i]), classes)
 
     def to_list(self, classes: Sequence[str]) -> list[dict[str, Any]]:
         """JSON-ready ``[{"class", "score", "bbox": [x1, y1, x2, y2]}]`` (what ``detect --json`` prints).
@@ -57,6 +56,11 @@ class Detections:
             }
             for i in range(len(self))
         ]
+
+
+def class_name(class_id: int, classes: Sequence[str]) -> str:
+    """The name of a class id; ids outside ``classes`` read as ``class_<id>``."""
+    return classes[class_id] if 0 <= class_id < len(classes) else f"class_{class_id}"
 
 
 def _shortest(v: np.float32) -> float:

@@ -177,11 +177,57 @@ def pack(x: np.ndarray, layout: TensorLayout, scale: float | None = None,
     return out
 
 
+def _probe_cv2_fp16_widen() -> bool:
+    """Whether this OpenCV widens float16 to float32 exactly as numpy's cast does, infinities, signed zeros
+    and subnormals included (``cv2.multiply`` by 1; OpenCV 5 does, ~7x faster than numpy here)."""
+    try:
+        h = np.array([[np.inf, -np.inf, -0.0, 6e-8, -6.1e-5, 1.0 + 2.0**-10, 65504.0]], np.float16)
+        f = np.empty(h.shape, np.float32)
+        cv2.multiply(h, 1.0, dst=f, dtype=cv2.CV_32F)
+        return bool(np.array_equal(f.view(np.uint32), h.astype(np.float32).view(np.uint32)))
+    except (cv2.error, AttributeError, TypeError):
+        return False
+
+
+CV2_FP16_WIDEN = _probe_cv2_fp16_widen()
+
+
+def _widen(src: np.ndarray, dst: np.ndarray, layout: TensorLayout, scale: float) -> None:
+    """``dst`` (float32, rows contiguous) = the elements ``src`` (2-D; rows may be strided) as float32:
+    fp16 exactly as numpy casts it, int8 times the calibration scale (in float32)."""
+    # OpenCV takes an array of one column and up to 4 rows for a scalar: such tiny ones go through numpy
+    if layout.dtype == "fp16" and CV2_FP16_WIDEN and src.shape[1] > 1:
+        r = cv2.multiply(src, 1.0, dst=dst, dtype=cv2.CV_32F)
+        if r is not dst and r.ctypes.data != dst.ctypes.data:  # OpenCV reallocated: copy the result over
+            np.copyto(dst, r)
+    elif layout.dtype == "fp16":
+        np.copyto(dst, src)
+    else:
+        np.multiply(src, np.float32(scale), out=dst, dtype=np.float32)
+
+
+def _planar_rows(buf: np.ndarray, layout: TensorLayout) -> np.ndarray | None:
+    """The elements of a planar layout as one ``(N*C*H, W)`` view (rows ``line`` bytes apart), or None
+    when planes or batch items are not evenly spaced rows."""
+    atom, line, surface, batch = layout.strides
+    if atom != layout.elem_size or surface != layout.h * line:
+        return None
+    if layout.n > 1 and batch != layout.c * surface:
+        return None
+    return np.ndarray((layout.n * layout.c * layout.h, layout.w), dtype=layout.np_dtype, buffer=buf,
+                      strides=(line, atom))
+
+
 def unpack(buf: np.ndarray, layout: TensorLayout, scale: float | None = None,
            out: np.ndarray | None = None) -> np.ndarray:
     """Read ``(N, C, H, W)`` float32 back from a packed buffer; padding is ignored.
 
-    ``out`` (float32, C-contiguous, of the layout's shape) avoids the allocation.
+    ``out`` (float32, C-contiguous, of the layout's shape) avoids the allocation. fp16 values come back
+    exactly as numpy's cast gives them (infinities and signed zeros included).
+
+    Few calls per tensor: a planar layout is one strided 2-D conversion; an interleaved one (hwc4, chwN)
+    is, per channel group, one transpose of its ``(H*W, V)`` atoms into ``(V, H*W)`` planes and one
+    conversion of the planes that hold real channels.
     """
     buf = np.asarray(buf)
     if buf.dtype != np.uint8:
@@ -194,33 +240,31 @@ def unpack(buf: np.ndarray, layout: TensorLayout, scale: float | None = None,
     elif out.shape != layout.shape or out.dtype != np.float32 or not out.flags.c_contiguous:
         raise LayoutError(f"out must be C-contiguous float32 of shape {layout.shape}", call="unpack",
                           params={"out_shape": out.shape, "out_dtype": str(out.dtype)})
-
-    def convert(src: np.ndarray, dst: np.ndarray) -> None:  # one (H, W) plane, src may have row pads
-        if layout.dtype == "fp16" and CV2_FP16:
-            cv2.addWeighted(src, 1.0, src, 0.0, 0.0, dst=dst, dtype=cv2.CV_32F)
-        elif layout.dtype == "fp16":
-            np.copyto(dst, src)
-        else:
-            np.multiply(src, np.float32(s), out=dst, dtype=np.float32)
-
     if _planar(layout):
+        rows = _planar_rows(buf, layout)
+        if rows is not None:
+            _widen(rows, out.reshape(-1, layout.w), layout, s)
+            return out
         view = layout.element_view(buf)
         for n in range(layout.n):
             for c in range(layout.c):
-                convert(view[n, c], out[n, c])
+                _widen(view[n, c], out[n, c], layout, s)
         return out
-    v = layout.vector
+    v, hw = layout.vector, layout.h * layout.w
     bits = _BITS[layout.dtype]
-    planes = [_scratch.get(f"plane{i}", (layout.h, layout.w), bits) for i in range(v)]
+    atom, line = layout.strides[:2]
+    dense_rows = atom == v * layout.elem_size and line == layout.w * atom
+    planes = _scratch.get("unpack_planes", (v, hw), bits)
     for n in range(layout.n):
         for g in range(_groups(layout)):
             group = _interleaved(buf, layout, n, g)
+            if not dense_rows:  # row pads between the atoms: gather the rows first
+                dense = _scratch.get("unpack_rows", group.shape, bits)
+                np.copyto(dense, group)
+                group = dense
+            r = cv2.transpose(group.reshape(hw, v), dst=planes)
+            if r is not planes and r.ctypes.data != planes.ctypes.data:
+                np.copyto(planes, r)
             used = min(v, layout.c - g * v)
-            if used * 4 <= v:  # mostly pad lanes (e.g. a 3-channel chw16 input): pick the few we need
-                for i in range(used):
-                    convert(_typed(cv2.extractChannel(group, i, dst=planes[i]), layout), out[n, g * v + i])
-                continue
-            got = cv2.split(group, planes)  # fills `planes` in place
-            for i in range(used):
-                convert(_typed(got[i], layout), out[n, g * v + i])
+            _widen(_typed(planes[:used], layout), out[n, g * v: g * v + used].reshape(used, hw), layout, s)
     return out

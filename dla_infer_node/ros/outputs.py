@@ -2,18 +2,47 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 from vision_msgs.msg import Detection2DArray, LabelInfo
 
+from dla_infer_node.core.cdr_detections import DetectionArrayWriter
 from dla_infer_node.core.detections import Detections
 from dla_infer_node.core.image_io import draw_detections
 from dla_infer_node.ros import ros_convert
 from dla_infer_node.ros.qos import image_qos, latched_qos
+
+LOG = logging.getLogger("dla_infer_node.outputs")
+
+
+def checked_writer(classes: Sequence[str], class_id_mode: str) -> DetectionArrayWriter | None:
+    """The CDR writer of the detection arrays, if its bytes read back (with rclpy's deserializer) as
+    exactly the message :func:`ros_convert.detection_array` builds and are as long as rclpy's own
+    serialization of it (pad bytes are not compared: rclpy leaves them unset); else None, and the
+    node builds the messages (another vision_msgs definition, or an rmw that serializes differently)."""
+    writer = DetectionArrayWriter(ros_convert.class_id_text(classes, class_id_mode))
+    sample = Detections(np.array([[1.5, 2.25, 640.0, 480.5], [-3.0, 7.0, 9.5, 1079.0]], np.float32),
+                        np.array([0.875, 0.3], np.float32), np.array([0, len(classes) + 1]))
+    header = Header()
+    header.stamp.sec, header.stamp.nanosec, header.frame_id = 1700000000, 123456789, "camera_check"
+    msg = ros_convert.detection_array(sample, header, classes, class_id_mode)
+    try:
+        raw = writer.serialize(sample, 1700000000, 123456789, "camera_check")
+        same = len(raw) == len(serialize_message(msg)) and deserialize_message(raw, Detection2DArray) == msg
+    except Exception as exc:  # any failure means: build the messages
+        LOG.info("detection arrays built as messages: the CDR writer's check failed (%s)", exc)
+        return None
+    if not same:
+        LOG.info("detection arrays built as messages: this rmw's Detection2DArray bytes differ from the "
+                 "CDR writer's")
+        return None
+    return writer
 
 
 class DetectionOutputs:
@@ -26,6 +55,8 @@ class DetectionOutputs:
         self.debug_enabled = debug_enabled
         self.debug_images = 0
         self._class_id_mode = class_id_mode
+        # serialized here and published as bytes (rclpy's per-box message objects cost ~6x the CPU)
+        self._writer = checked_writer(self.classes, class_id_mode)
         self._node = node
         prefix = f"{namespace}/" if namespace else ""
         self._det_pub = node.create_publisher(Detection2DArray, prefix + "detections", 10)
@@ -43,7 +74,12 @@ class DetectionOutputs:
 
     def publish(self, dets: Detections, header: Header, frame: np.ndarray, encoding: str) -> None:
         """Detections always; the overlay only while enabled and somebody listens (it costs a draw)."""
-        self._det_pub.publish(ros_convert.detection_array(dets, header, self.classes, self._class_id_mode))
+        if self._writer is not None:
+            stamp = header.stamp
+            self._det_pub.publish(self._writer.serialize(dets, stamp.sec, stamp.nanosec, header.frame_id))
+        else:
+            self._det_pub.publish(ros_convert.detection_array(dets, header, self.classes,
+                                                              self._class_id_mode))
         if self.debug_enabled and self._debug_pub.get_subscription_count() > 0:
             canvas = draw_detections(frame, encoding, dets, self.classes)
             self._debug_pub.publish(ros_convert.bgr8_image(canvas, header))

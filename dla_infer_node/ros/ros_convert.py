@@ -10,7 +10,7 @@ class name (``class_id_mode='name'``) or the class index as a decimal string (``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,7 @@ from vision_msgs.msg import (
 )
 
 from dla_infer_node.core import cdr_image
-from dla_infer_node.core.detections import Detections
+from dla_infer_node.core.detections import Detections, class_name
 from dla_infer_node.core.image_io import (
     DEFAULT_MAX_INPUT_PIXELS,
     decode_compressed,
@@ -84,9 +84,17 @@ def copy_header(header: Header) -> Header:
     return out
 
 
+def class_id_text(classes: Sequence[str], class_id_mode: str = "name") -> Callable[[int], str]:
+    """What ``results[0].hypothesis.class_id`` carries for a class id, by ``class_id_mode``."""
+    if class_id_mode == "name":
+        return lambda cid: class_name(cid, classes)
+    return str
+
+
 def detection_array(dets: Detections, header: Header, classes: Sequence[str],
                     class_id_mode: str = "name") -> Detection2DArray:
     """A Detection2DArray for one processed frame (possibly empty), stamped with the input header."""
+    text = class_id_text(classes, class_id_mode)
     out = Detection2DArray()
     out.header = copy_header(header)
     boxes = dets.boxes.astype(np.float64)
@@ -102,8 +110,7 @@ def detection_array(dets: Detections, header: Header, classes: Sequence[str],
         d.bbox.size_x = float(sizes[i, 0])
         d.bbox.size_y = float(sizes[i, 1])
         hyp = ObjectHypothesisWithPose()
-        cid = int(dets.class_ids[i])
-        hyp.hypothesis.class_id = dets.label(i, classes) if class_id_mode == "name" else str(cid)
+        hyp.hypothesis.class_id = text(int(dets.class_ids[i]))
         hyp.hypothesis.score = float(dets.scores[i])
         d.results = [hyp]
         items.append(d)

@@ -195,8 +195,19 @@ API CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdevicept
         }
     return CUDA_ERROR_NOT_FOUND;
 }
-API CUresult cuMemAllocHost_v2(void **p, size_t n) { *p = malloc(n ? n : 1); return *p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY; }
-API CUresult cuMemFreeHost(void *p) { free(p); return CUDA_SUCCESS; }
+static int g_live_host; /* cuMemAllocHost blocks not yet freed (fakeLiveHostAllocs) */
+API int fakeLiveHostAllocs(void) { return g_live_host; }
+API CUresult cuMemAllocHost_v2(void **p, size_t n) {
+    *p = malloc(n ? n : 1);
+    if (!*p) return CUDA_ERROR_OUT_OF_MEMORY;
+    __atomic_add_fetch(&g_live_host, 1, __ATOMIC_RELAXED);
+    return CUDA_SUCCESS;
+}
+API CUresult cuMemFreeHost(void *p) {
+    if (p) __atomic_sub_fetch(&g_live_host, 1, __ATOMIC_RELAXED);
+    free(p);
+    return CUDA_SUCCESS;
+}
 API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s) {
     if (g_sticky) return CUDA_ERROR_LAUNCH_FAILED;
     op_t op = {.dst = dst, .src = (const void *)src, .n = n};

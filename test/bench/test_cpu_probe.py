@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import threading
 import time
 
@@ -59,3 +61,72 @@ def test_stage_clock_times_calls_by_thread_cpu() -> None:
     stats = cpu_probe.stage_us(clock.snapshot())
     assert stats["burn"]["calls"] == 12 and stats["burn"]["p50"] >= 1500
     assert stats["sleep"]["p50"] < stats["burn"]["p50"] / 4
+
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+    libc.pthread_self.restype = ctypes.c_ulong
+    libc.pthread_setname_np.argtypes = [ctypes.c_ulong, ctypes.c_char_p]
+    libc.pthread_create.argtypes = [ctypes.POINTER(ctypes.c_ulong), ctypes.c_void_p, ctypes.c_void_p,
+                                    ctypes.c_void_p]
+    libc.pthread_join.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
+    return libc
+
+
+def test_an_excluded_thread_is_reported_apart_and_left_out_of_the_process_cpu() -> None:
+    """A C library's thread with a kernel name of its own (as the DLA EMULATOR names the CUDA driver's
+    host-function thread, which calls into Python for the network program): its CPU is reported apart and
+    is not the process's CPU per frame."""
+    libc = _libc()
+    done = threading.Event()
+
+    @ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
+    def emulator_like(_: int | None) -> None:
+        libc.pthread_setname_np(libc.pthread_self(), b"dla-emu-host")
+        _burn(0.3)
+        done.wait(10)  # alive until the last sample
+        return None
+
+    frames = [1]
+    sampler = cpu_probe.CpuSampler(lambda: frames[0], excluded_threads=("dla-emu-host",))
+    first = sampler.sample()
+    tid = ctypes.c_ulong()
+    start = ctypes.cast(emulator_like, ctypes.c_void_p)
+    assert libc.pthread_create(ctypes.byref(tid), None, start, None) == 0
+    _burn(0.1)  # the process's own work, on this thread
+    deadline = time.monotonic() + 10
+    last = sampler.sample()
+    while last["excluded_threads"].get("dla-emu-host", 0.0) < 0.2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+        last = sampler.sample()
+    frames[0] = 11
+    last = sampler.sample()
+    done.set()
+    assert libc.pthread_join(tid.value, None) == 0
+    total = cpu_probe.window_totals([first, last])
+    pf = cpu_probe.per_frame(total)
+    emu_s = total["excluded_threads"]["dla-emu-host"]
+    assert emu_s >= 0.2 and "dla-emu-host" not in total["threads"]
+    assert pf["excluded_threads_ms_per_frame"]["dla-emu-host"] == pytest.approx(1e3 * emu_s / 10, abs=1e-3)
+    assert pf["excluded_ms"] == pytest.approx(1e3 * emu_s / 10)
+    assert pf["ms_per_frame"] == pytest.approx(1e3 * (total["user"] + total["system"] - emu_s) / 10)
+    assert pf["ms_per_frame"] < pf["user_ms"] + pf["system_ms"]
+
+
+def test_a_thread_python_only_calls_into_is_grouped_by_its_kernel_name() -> None:
+    """A C library's thread that calls into Python (Python knows it as "Dummy-N") keeps its kernel name."""
+    libc = _libc()
+    seen: list[str] = []
+
+    @ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
+    def start(_: int | None) -> None:
+        libc.pthread_setname_np(libc.pthread_self(), b"c-callbacks")
+        assert isinstance(threading.current_thread(), threading._DummyThread)
+        seen.extend(cpu_probe.thread_cpu_s())
+        return None
+
+    tid = ctypes.c_ulong()
+    assert libc.pthread_create(ctypes.byref(tid), None, ctypes.cast(start, ctypes.c_void_p), None) == 0
+    assert libc.pthread_join(tid.value, None) == 0
+    assert "c-callbacks" in seen and not any(name.startswith("Dummy") for name in seen)

@@ -52,6 +52,50 @@ def test_single_raw_candidate_non_640_input() -> None:
     assert len(make_decoder(meta)(heads, 0.75, 0.45, 100)) == 0
 
 
+def _cell_by_cell(heads: list[np.ndarray], strides: tuple[int, ...], anchors: list[list[tuple[float, float]]],
+                  nc: int, conf: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The yolov5_raw formulas applied head by head, anchor by anchor, cell by cell, in float32 for the
+    activations and float64 where the grid index joins (numpy's promotion of int64 grid indices)."""
+    no = 5 + nc
+    boxes, scores, ids = [], [], []
+    for t, stride, anc in zip(heads, strides, anchors, strict=True):
+        for a, (aw, ah) in enumerate(anc):
+            for gy in range(t.shape[2]):
+                for gx in range(t.shape[3]):
+                    s = 1.0 / (1.0 + np.exp(-np.clip(t[0, a * no: a * no + no, gy, gx], -80.0, 80.0)))
+                    k = int(np.argmax(s[5:]))
+                    score = np.float32(s[4] * s[5 + k])
+                    if not score >= conf:
+                        continue
+                    cx = (s[0] * np.float32(2.0) - np.float32(0.5) + np.int64(gx)) * np.int64(stride)
+                    cy = (s[1] * np.float32(2.0) - np.float32(0.5) + np.int64(gy)) * np.int64(stride)
+                    bw = np.float64((s[2] * np.float32(2.0)) ** 2 * np.float32(aw))
+                    bh = np.float64((s[3] * np.float32(2.0)) ** 2 * np.float32(ah))
+                    boxes.append([cx - bw * 0.5, cy - bh * 0.5, cx + bw * 0.5, cy + bh * 0.5])
+                    scores.append(score)
+                    ids.append(k)
+    return (np.array(boxes, np.float64).reshape(-1, 4).astype(np.float32), np.array(scores, np.float32),
+            np.array(ids, np.int64))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_raw_candidates_equal_the_formulas_cell_by_cell(seed: int) -> None:
+    """Every head gathered, then activated at once: the same candidates, bit for bit and in the same order
+    (head, anchor, row, column), as the formulas applied one cell at a time."""
+    rng = np.random.default_rng(seed)
+    nc, strides = 3, (8, 16, 32)
+    anchors = [[(10.0, 13.0), (16.0, 30.5)], [(30.0, 61.0), (62.0, 45.0)], [(116.0, 90.0), (156.25, 198.0)]]
+    heads = [(rng.normal(-1.0, 2.5, (1, 2 * (5 + nc) + 1, 64 // s, 96 // s))).astype(np.float32)
+             for s in strides]
+    heads[1][0, 4] = OFF  # an empty anchor, and an empty head
+    heads[2][0, 4::8] = OFF
+    want = _cell_by_cell(heads, strides, anchors, nc, 0.3)
+    got = decode_yolov5_raw(heads, strides, anchors, nc, 0.3)
+    assert want[0].shape[0] > 10
+    for g, w in zip((got.boxes, got.scores, got.class_ids), want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape and g.tobytes() == w.tobytes()
+
+
 def test_255_channels_padded_to_256() -> None:
     # COCO-like head: na=3, nc=80 -> 255 channels, delivered as 256 with a garbage pad channel
     nc, width, height = 80, 640, 640

@@ -89,6 +89,46 @@ def test_round_trip_and_zero_padding(layout: TensorLayout, seed: int) -> None:
     assert not buf[~occupied].any(), "padding bytes must be zero"
 
 
+def _read_by_definition(buf: np.ndarray, layout: TensorLayout, scale: float) -> np.ndarray:
+    """Every element read at its offset from the format definitions (element_offset, vectorised) and
+    widened by numpy: fp16 as numpy casts it, int8 times the scale in float32."""
+    idx = np.indices(layout.shape).reshape(4, -1)
+    offsets = element_offset(layout, *idx)
+    raw = buf[offsets[:, None] + np.arange(ELEM[layout.dtype])].reshape(-1)
+    if layout.dtype == "fp16":
+        return raw.view("<f2").astype(np.float32).reshape(layout.shape)
+    return (raw.view("i1").astype(np.float32) * np.float32(scale)).reshape(layout.shape)
+
+
+def _assert_same_bits(got: np.ndarray, want: np.ndarray) -> None:
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
+
+
+@settings(max_examples=150, deadline=None)
+@given(layout=layouts(), seed=st.integers(0, 2**31 - 1))
+def test_unpack_reads_every_element_as_the_definition_gives_it(layout: TensorLayout, seed: int) -> None:
+    """Any bytes (fp16 infinities, NaNs, signed zeros and subnormals included) come back bit for bit as
+    numpy reads the element at its defined offset; pads never leak in."""
+    buf = np.random.default_rng(seed).integers(0, 256, layout.size, dtype=np.uint8)
+    _assert_same_bits(unpack(buf, layout, scale=0.05), _read_by_definition(buf, layout, 0.05))
+
+
+@pytest.mark.parametrize("args", [
+    ("chw16", "fp16", 2, 39, 3, 5, (32, 256, 1024, 3072)),  # row pads between the atoms
+    ("chw32", "int8", 1, 40, 4, 3, (32, 128, 640, 1280)),  # row pads and surface slack
+    ("linear", "fp16", 2, 3, 4, 5, (2, 64, 384, 1152)),  # surface slack: not one strided 2-D view
+    ("linear", "int8", 2, 3, 4, 70, (1, 128, 512, 2048)),  # batch slack
+    ("hwc4", "fp16", 2, 1, 4, 5, (2, 64, 256, 512)),  # one channel: planar
+])
+def test_unpack_of_padded_descriptors(args: tuple) -> None:
+    fmt, dtype, n, c, h, w, strides = args
+    layout = TensorLayout.from_descriptor(fmt, dtype, n, c, h, w, strides, strides[3] * n)
+    buf = np.random.default_rng(7).integers(0, 256, layout.size, dtype=np.uint8)
+    _assert_same_bits(unpack(buf, layout, scale=0.05), _read_by_definition(buf, layout, 0.05))
+
+
 def test_int8_rounding_and_clamping() -> None:
     layout = TensorLayout.dense("linear", "int8", 1, 1, 1, 8)
     x = np.array([[[[0.25, 0.75, -0.25, 1.25, 1000.0, -1000.0, 2.49, -2.51]]]], dtype=np.float32)

@@ -40,7 +40,8 @@ def test_emulated_suite_on_fake_driver(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "emulated",
                            "test_gpu/test_cudla_emulated.py", "test_gpu/test_cudla_contract.py",
                            "test_gpu/test_cudla_fault.py", "test_gpu/test_cudla_network.py",
-                           "test_gpu/test_cudla_timing.py", "test_gpu/test_cudla_pipelined.py"],
+                           "test_gpu/test_cudla_timing.py", "test_gpu/test_cudla_pipelined.py",
+                           "test_gpu/test_cudla_host_thread.py"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     tail = (proc.stdout + proc.stderr)[-4000:]
     assert proc.returncode == 0, tail
