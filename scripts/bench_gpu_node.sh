@@ -10,7 +10,7 @@
 #   cameras.json            1, 2 and 4 cameras on one and two cores, one node process against one per
 #                           camera (bench.cameras).
 # BENCH_GPU_NODE_SECONDS (default 20) is the node benchmark's stream, BENCH_GPU_CAMERAS_SECONDS (default 8)
-# each camera configuration's.
+# each camera configuration's (0 skips the cameras table), BENCH_GPU_CAMERAS (default 4,2,1) the camera counts.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/gpu_node_env.sh
@@ -20,8 +20,10 @@ art="$("$VENV/bin/python" -m emulator.network_build --out build/bench-gpu-node -
 loadable="${art%.yaml}"
 cudla=(--node-wrapper emulator.network_host --node-param backend:=cudla --node-param "loadable_path:=$loadable")
 # four cameras on two cores first: the configuration the several-cameras section is about
-"$VENV/bin/python" -m dla_infer_node.bench.cameras --cameras 4,2,1 --cores 2,1 \
-    --duration "${BENCH_GPU_CAMERAS_SECONDS:-8}" "${cudla[@]}" --out bench/results/cameras.json
+if [ "${BENCH_GPU_CAMERAS_SECONDS:-8}" != 0 ]; then
+  "$VENV/bin/python" -m dla_infer_node.bench.cameras --cameras "${BENCH_GPU_CAMERAS:-4,2,1}" --cores 2,1 \
+      --duration "${BENCH_GPU_CAMERAS_SECONDS:-8}" "${cudla[@]}" --out bench/results/cameras.json
+fi
 "$VENV/bin/python" -m dla_infer_node.bench.node --camera --rounds 1 --duration "${BENCH_GPU_NODE_SECONDS:-20}" \
     "${cudla[@]}" --out bench/results/node_camera_cudla.json
 "$VENV/bin/python" -m dla_infer_node.bench.node --camera --rounds 1 --duration "${BENCH_GPU_NODE_SECONDS:-20}" \
