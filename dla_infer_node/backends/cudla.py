@@ -80,6 +80,7 @@ def make_input_path(kind: str, *construction: Any, cuda: Any = None) -> InputPat
         return path
     raise ParameterError("preprocess_device", kind, "one of " + ", ".join(INPUT_PATH_KINDS))
 
+
 def import_cudla() -> ModuleType:
     try:
         from cuda.bindings import cudla

@@ -27,13 +27,15 @@ from dla_infer_node.core.detections import Detections
 ENCAPSULATION = b"\x00\x01\x00\x00"  # CDR little-endian, no options
 _POSE = struct.pack("<7d", 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0) + bytes(36 * 8)  # default pose + covariance
 _ONE = struct.pack("<I", 1)
-_EMPTY_STRING = struct.pack("<I", 1) + b"\x00"
 
 
 def cdr_string(text: str) -> bytes:
     """A CDR string: uint32 length including the terminating NUL, the UTF-8 bytes, the NUL."""
     raw = text.encode("utf-8")
     return struct.pack("<I", len(raw) + 1) + raw + b"\x00"
+
+
+_EMPTY_STRING = cdr_string("")
 
 
 def _pad(buf: bytearray, align: int) -> None:

@@ -115,10 +115,15 @@ def _typed(bits: np.ndarray, layout: TensorLayout) -> np.ndarray:
     return bits.view(layout.np_dtype)
 
 
-def _merge_into(planes: list[np.ndarray], dst: np.ndarray) -> None:
-    r = cv2.merge(planes, dst)
-    if r is not dst and r.ctypes.data != dst.ctypes.data:  # OpenCV reallocated: copy the result over
+def _landed_in(r: np.ndarray, dst: np.ndarray) -> None:
+    """OpenCV writes into ``dst`` unless it had to reallocate (a view it cannot take as is): then the
+    result ``r`` is copied over."""
+    if r is not dst and r.ctypes.data != dst.ctypes.data:
         np.copyto(dst, r.reshape(dst.shape))
+
+
+def _merge_into(planes: list[np.ndarray], dst: np.ndarray) -> None:
+    _landed_in(cv2.merge(planes, dst), dst)
 
 
 def _planar(layout: TensorLayout) -> bool:
@@ -197,9 +202,7 @@ def _widen(src: np.ndarray, dst: np.ndarray, layout: TensorLayout, scale: float)
     fp16 exactly as numpy casts it, int8 times the calibration scale (in float32)."""
     # OpenCV takes an array of one column and up to 4 rows for a scalar: such tiny ones go through numpy
     if layout.dtype == "fp16" and CV2_FP16_WIDEN and src.shape[1] > 1:
-        r = cv2.multiply(src, 1.0, dst=dst, dtype=cv2.CV_32F)
-        if r is not dst and r.ctypes.data != dst.ctypes.data:  # OpenCV reallocated: copy the result over
-            np.copyto(dst, r)
+        _landed_in(cv2.multiply(src, 1.0, dst=dst, dtype=cv2.CV_32F), dst)
     elif layout.dtype == "fp16":
         np.copyto(dst, src)
     else:
@@ -262,9 +265,7 @@ def unpack(buf: np.ndarray, layout: TensorLayout, scale: float | None = None,
                 dense = _scratch.get("unpack_rows", group.shape, bits)
                 np.copyto(dense, group)
                 group = dense
-            r = cv2.transpose(group.reshape(hw, v), dst=planes)
-            if r is not planes and r.ctypes.data != planes.ctypes.data:
-                np.copyto(planes, r)
+            _landed_in(cv2.transpose(group.reshape(hw, v), dst=planes), planes)
             used = min(v, layout.c - g * v)
             _widen(_typed(planes[:used], layout), out[n, g * v: g * v + used].reshape(used, hw), layout, s)
     return out
