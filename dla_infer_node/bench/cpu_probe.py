@@ -60,11 +60,6 @@ def thread_stats() -> dict[str, tuple[float, int]]:
     return out
 
 
-def thread_cpu_s() -> dict[str, float]:
-    """User+system seconds of each live thread of this process, by thread group (:func:`thread_stats`)."""
-    return {name: cpu for name, (cpu, _) in thread_stats().items()}
-
-
 def minor_faults() -> int:
     """Minor page faults of this process so far (a fresh 6 MB buffer per frame costs ~1500 of them)."""
     try:

@@ -18,17 +18,22 @@ def _burn(seconds: float) -> None:
         pass
 
 
+def _thread_cpu_s() -> dict[str, float]:
+    """CPU seconds by thread group, from the probe's per-thread table."""
+    return {name: cpu for name, (cpu, _) in cpu_probe.thread_stats().items()}
+
+
 def test_threads_are_named_and_their_cpu_counted() -> None:
     worker = threading.Thread(target=_burn, args=(0.3,), name="probe_burner")
     worker.start()
-    before = cpu_probe.thread_cpu_s()
+    before = _thread_cpu_s()
     deadline = time.monotonic() + 10
     while not before.get("probe_burner") and worker.is_alive() and time.monotonic() < deadline:
         time.sleep(0.02)  # the kernel counts in clock ticks (10 ms): until the burner has had one
-        before = cpu_probe.thread_cpu_s()
+        before = _thread_cpu_s()
     worker.join()
     _burn(0.05)
-    after = cpu_probe.thread_cpu_s()
+    after = _thread_cpu_s()
     assert "MainThread" in after and after["MainThread"] >= before.get("MainThread", 0.0)
     assert "probe_burner" in before  # a live Python thread is reported under its Python name
     assert before["probe_burner"] > 0.0
@@ -123,7 +128,7 @@ def test_a_thread_python_only_calls_into_is_grouped_by_its_kernel_name() -> None
     def start(_: int | None) -> None:
         libc.pthread_setname_np(libc.pthread_self(), b"c-callbacks")
         assert isinstance(threading.current_thread(), threading._DummyThread)
-        seen.extend(cpu_probe.thread_cpu_s())
+        seen.extend(_thread_cpu_s())
         return None
 
     tid = ctypes.c_ulong()
