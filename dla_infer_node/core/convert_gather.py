@@ -11,15 +11,18 @@ YUYV/UYVY: a row read as pairs of pixels (4 bytes, one chroma) is a 4-channel im
 pixel ``k*x + (k-1)/2`` is pair ``floor((x + 0.5) * k / 2)`` (``2kx + k`` is odd, so no rounding differs):
 exactly the one ``INTER_NEAREST_EXACT`` picks when that image is resized to the network width. The kept
 pairs are converted by the frame's own code, and of each pair's two pixels the kept one is taken.
-NV12/NV21: one ``cv2.mixChannels`` call per row parity reads a Y row and its chroma row as groups of 2k
-bytes (the two samples of a pair of network pixels) and writes each network pixel as its own YUYV pair
-``[Y, U, Y, V]``; OpenCV's YUYV conversion of that double-width image gives every network pixel twice.
-OpenCV's 4:2:0 and 4:2:2 conversions share their coefficients and rounding; tests check every encoding
-byte for byte against ``cvtColor`` of the whole frame.
+NV12/NV21: ``INTER_NEAREST_EXACT`` gathers the kept luma from the Y plane, and from the half-size chroma
+plane the kept pixel's chroma (source index ``floor((x + 0.5) * k / 2)`` is ``floor((k*x + (k-1)/2) / 2)``
+for odd k). Each network pixel then becomes its own 4:2:2 pair ``[Y, U, Y, V]`` (its luma doubled by a
+nearest resize, merged with the chroma row), OpenCV's YUYV (NV21: YVYU) conversion of that double-width
+image gives every network pixel twice, and a nearest resize keeps one of each pair. OpenCV's 4:2:0 and 4:2:2
+conversions share their coefficients and rounding; tests check every encoding byte for byte against
+``cvtColor`` of the whole frame. Each NV step is one vectorised OpenCV call: mixChannels, which gathered
+NV and Bayer frames before, has no fast path for such channel patterns and cost 2-3x more on 2 cores.
 16-bit frames are gathered by ``INTER_NEAREST_EXACT`` on their 16-bit values and then scaled.
 
 Bayer frames cannot be gathered first: a demosaiced pixel depends on its neighbours. They are demosaiced
-whole at their own depth (as cv_bridge does), then gathered, and only the gathered 16-bit values scaled.
+whole (16-bit ones after scaling to 8 bits, see :meth:`GatherConvert.planes`), then gathered the same way.
 """
 
 from __future__ import annotations
@@ -46,14 +49,20 @@ class GatherConvert:
         if enc.family == BAYER:
             self._bayer8 = encodings.lookup(enc.name.replace("16", "8"))
             self._full = np.empty((src_h, src_w, 3), np.uint8)
+        if enc.family == BAYER or enc.family == YUV420SP:
+            self._small = np.empty((new_h, new_w, 3), np.uint8)  # the kept pixels, RGB
         if enc.family in (YUV422, YUV420SP):
             self._pairs = np.empty((new_h, new_w, 4), np.uint8)  # a 4:2:2 pair per network pixel
             self._rgb2 = np.empty((new_h, 2 * new_w, 3), np.uint8)  # ... converted: two pixels each
-            self._from_to = self._nv_from_to() if enc.family == YUV420SP else []
+        if enc.family == YUV420SP:
+            self._luma = np.empty((new_h, new_w), np.uint8)
+            self._luma2 = np.empty((new_h, 2 * new_w), np.uint8)  # each kept luma twice
+            self._chroma = np.empty((new_h, new_w, 2), np.uint8)  # its chroma pair (UV, NV21: VU)
+        if enc.family == YUV422:
             # which converted pixel of each pair is the network pixel's: for network pixels 2m and 2m+1,
-            # pixel (0 or 1) of pair 2m and of pair 2m+1 (4:2:2: the sample's own parity; NV: both alike)
+            # pixel (0 or 1) of pair 2m and of pair 2m+1 (the kept sample's own parity)
             h = (self._kx - 1) // 2
-            first, second = (h % 2, 2 + (h + 1) % 2) if enc.family == YUV422 else (0, 2)
+            first, second = h % 2, 2 + (h + 1) % 2
             self._pick = [i for c in range(3) for i in (3 * first + c, 2 * c, 3 * second + c, 2 * c + 1)]
 
     @property
@@ -71,20 +80,7 @@ class GatherConvert:
         if enc.family == PACKED and enc.bits == 8:
             return False
         odd = all(s % n == 0 and (s // n) % 2 == 1 and s != n for s, n in ((src_w, new_w), (src_h, new_h)))
-        return odd and (enc.family in (PACKED, BAYER) or new_w % 2 == 0)  # YUV: pairs of network pixels
-
-    def _nv_from_to(self) -> list[int]:
-        """mixChannels pairs: NV source byte (a group of 2k luma bytes, then 2k chroma bytes) -> the two
-        network pixels' ``[Y U Y V]``."""
-        k = self._kx
-        out: list[int] = []
-        for i, p in enumerate(((k - 1) // 2, k + (k - 1) // 2)):  # the group's two samples
-            u, v = 2 * k + 2 * (p // 2), 2 * k + 2 * (p // 2) + 1
-            if self.enc.name == "nv21":
-                u, v = v, u
-            for j, src in enumerate((p, u, p, v)):
-                out += [src, 4 * i + j]
-        return out
+        return odd and (enc.family != YUV422 or new_w % 2 == 0)  # 4:2:2: pairs of network pixels
 
     @property
     def gives_planes(self) -> bool:
@@ -108,42 +104,38 @@ class GatherConvert:
             # is ~3x its 8-bit one); the two orders differ by at most 1 in the 8-bit result
             mosaic = frame if self.enc.bits == 8 else scale_to_8bit(frame)
             rgb = to_rgb_same_depth(mosaic, self._bayer8, dst=self._full)
-            # the kept pixel of each k x k block, straight into the three planes
-            k, h = self._kx, (self._kx - 1) // 2
-            blocks = self._rows(rgb, self._ky, (self._ky - 1) // 2, self._size[1], 3 * k, per_group=1)
-            cv2.mixChannels([blocks], self._planes, [3 * h, 0, 3 * h + 1, 1, 3 * h + 2, 2])
-            return self._planes
+            return self._split(cv2.resize(rgb, self._size, dst=self._small,
+                                          interpolation=cv2.INTER_NEAREST_EXACT))
         w, h = self._size
         if self.enc.family == YUV422:
             pairs = as_strided(frame, (frame.shape[0], frame.shape[1] // 2, 4), (frame.strides[0], 4, 1),
                                writeable=False)
             cv2.resize(pairs, self._size, dst=self._pairs, interpolation=cv2.INTER_NEAREST_EXACT)
             code = self.enc.to_rgb_code or cv2.COLOR_YUV2RGB_YUY2  # every YUV entry has its code
-        else:
-            self._gather_nv(frame)
-            code = cv2.COLOR_YUV2RGB_YUY2
+            cv2.cvtColor(self._pairs.reshape(h, 2 * w, 2), code, dst=self._rgb2)
+            # the kept pixel of each pair, straight into the three planes (two network pixels at a time)
+            cv2.mixChannels([self._rgb2.reshape(h, w // 2, 12)],
+                            [p.reshape(h, w // 2, 2) for p in self._planes], self._pick)
+            return self._planes
+        self._pairs_nv(frame)
+        code = cv2.COLOR_YUV2RGB_YVYU if self.enc.name == "nv21" else cv2.COLOR_YUV2RGB_YUY2
         cv2.cvtColor(self._pairs.reshape(h, 2 * w, 2), code, dst=self._rgb2)
-        # the kept pixel of each pair, straight into the three planes (two network pixels at a time)
-        cv2.mixChannels([self._rgb2.reshape(h, w // 2, 12)], [p.reshape(h, w // 2, 2) for p in self._planes],
-                        self._pick)
+        # both pixels of a pair are the network pixel: keep one
+        small = cv2.resize(self._rgb2, self._size, dst=self._small, interpolation=cv2.INTER_NEAREST)
+        return self._split(small)
+
+    def _pairs_nv(self, frame: np.ndarray) -> None:
+        """Each network pixel of an NV12/NV21 frame as its own pair ``[Y, C1, Y, C2]`` in ``_pairs``."""
+        w, h = self._size
+        plane = frame if frame.ndim == 2 else frame[:, :, 0]
+        luma, chroma = plane[:self._src_h], plane[self._src_h:]
+        cv2.resize(luma, self._size, dst=self._luma, interpolation=cv2.INTER_NEAREST_EXACT)
+        cv2.resize(self._luma, (2 * w, h), dst=self._luma2, interpolation=cv2.INTER_NEAREST)
+        pairs = as_strided(chroma, (chroma.shape[0], chroma.shape[1] // 2, 2), (chroma.strides[0], 2, 1),
+                           writeable=False)  # the chroma plane as a half-width 2-channel image
+        cv2.resize(pairs, self._size, dst=self._chroma, interpolation=cv2.INTER_NEAREST_EXACT)
+        cv2.merge([self._luma2, self._chroma.reshape(h, 2 * w)], self._pairs.reshape(h, 2 * w, 2))
+
+    def _split(self, small: np.ndarray) -> list[np.ndarray]:
+        cv2.split(small, self._planes)
         return self._planes
-
-    def _gather_nv(self, frame: np.ndarray) -> None:
-        k, h = self._kx, (self._ky - 1) // 2
-        luma, chroma = frame[:self._src_h], frame[self._src_h:]
-        for parity in (0, 1):
-            count = (self._size[1] - parity + 1) // 2
-            if count == 0:
-                continue
-            first = self._ky * parity + h  # luma row of network row 2n + parity, n = 0
-            y_rows = self._rows(luma, 2 * self._ky, first, count, 2 * k)
-            uv_rows = self._rows(chroma, self._ky, first // 2, count, 2 * k)
-            dst = self._pairs.reshape(self._size[1], self._size[0] // 2, 8)[parity::2]
-            cv2.mixChannels([y_rows, uv_rows], [dst], self._from_to)
-
-    def _rows(self, plane: np.ndarray, row_step: int, first: int, count: int, group_bytes: int,
-              per_group: int = 2) -> np.ndarray:
-        """Rows ``first, first + row_step, ...`` (``count`` of them) of a view, each read as groups of
-        ``group_bytes`` bytes, one group per ``per_group`` network pixels (zero-copy)."""
-        return as_strided(plane[first:first + 1], (count, self._size[0] // per_group, group_bytes),
-                          (plane.strides[0] * row_step, group_bytes, 1), writeable=False)

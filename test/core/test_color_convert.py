@@ -123,6 +123,24 @@ def test_preprocess_gives_the_tensor_of_cv_bridge_s_rgb(encoding: str, size: tup
     assert np.abs(tensor - want).max() <= tolerance
 
 
+@pytest.mark.parametrize("encoding", ["yuyv", "uyvy", "nv12", "nv21", "bayer_gbrg8", "bayer_bggr16"])
+@pytest.mark.parametrize("size", [(210, 126), (350, 210)])
+def test_gather_with_odd_sized_chroma_planes_is_exact(encoding: str, size: tuple[int, int]) -> None:
+    """210x126 -> 70x42 (3x) and 350x210 (5x): the NV chroma plane (105x63, 175x105) has odd sides,
+    where OpenCV's nearest-exact offsets round differently than for even ones."""
+    spec = InputSpec(name="images", width=70, height=42, channel_order="rgb", mean=(0.0, 0.0, 0.0),
+                     std=(255.0, 255.0, 255.0), pad_value=114)
+    w, h = size
+    frame = frame_in(picture(w, h, seed=h), encoding, pad=2)
+    pre = Preprocessor(spec)
+    tensor, lb = pre(frame, encoding)
+    assert "gathered" in pre.conversion_path(frame, encoding)
+    assert (lb.new_w, lb.new_h, lb.pad_x, lb.pad_y) == (70, 42, 0, 0)
+    want, _ = Preprocessor(spec)(cv_bridge_rgb8(frame, encoding), "rgb8")
+    tolerance = 1 / 255 + 1e-6 if encoding.endswith("16") else 1e-6
+    assert np.abs(tensor - want).max() <= tolerance
+
+
 def test_preprocess_of_1080p_yuyv_nv12_bayer_is_convert_then_letterbox() -> None:
     """The camera case: 1920x1080 into the shipped model's 640x512 (3x, gathered)."""
     spec = InputSpec(name="images", width=640, height=512, channel_order="rgb", mean=(0.0, 0.0, 0.0),
