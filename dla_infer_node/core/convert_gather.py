@@ -49,7 +49,7 @@ class GatherConvert:
         if enc.family == BAYER:
             self._bayer8 = encodings.lookup(enc.name.replace("16", "8"))
             self._full = np.empty((src_h, src_w, 3), np.uint8)
-        if enc.family == BAYER or enc.family == YUV420SP:
+        if enc.family in (BAYER, YUV420SP):
             self._small = np.empty((new_h, new_w, 3), np.uint8)  # the kept pixels, RGB
         if enc.family in (YUV422, YUV420SP):
             self._pairs = np.empty((new_h, new_w, 4), np.uint8)  # a 4:2:2 pair per network pixel
@@ -131,9 +131,9 @@ class GatherConvert:
         luma, chroma = plane[:self._src_h], plane[self._src_h:]
         cv2.resize(luma, self._size, dst=self._luma, interpolation=cv2.INTER_NEAREST_EXACT)
         cv2.resize(self._luma, (2 * w, h), dst=self._luma2, interpolation=cv2.INTER_NEAREST)
-        pairs = as_strided(chroma, (chroma.shape[0], chroma.shape[1] // 2, 2), (chroma.strides[0], 2, 1),
-                           writeable=False)  # the chroma plane as a half-width 2-channel image
-        cv2.resize(pairs, self._size, dst=self._chroma, interpolation=cv2.INTER_NEAREST_EXACT)
+        chroma2 = as_strided(chroma, (chroma.shape[0], chroma.shape[1] // 2, 2), (chroma.strides[0], 2, 1),
+                             writeable=False)  # the chroma plane as a half-width 2-channel image
+        cv2.resize(chroma2, self._size, dst=self._chroma, interpolation=cv2.INTER_NEAREST_EXACT)
         cv2.merge([self._luma2, self._chroma.reshape(h, 2 * w)], self._pairs.reshape(h, 2 * w, 2))
 
     def _split(self, small: np.ndarray) -> list[np.ndarray]:
