@@ -201,7 +201,7 @@ class FairFrameWorker:
             return True
 
     def _settle(self, slot: _Slot, exc: BaseException | None) -> bool:
-        """Count one item's end; False when the worker is to stop (fatal error, or stopping)."""
+        """Count one item's end; False when ``on_error`` stops the worker (a fatal error)."""
         keep_going = True
         if exc is not None and self._on_error is not None:
             keep_going = self._on_error(exc)
